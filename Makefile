@@ -1,0 +1,42 @@
+# treegrpo: `make demo` runs the main job on the embedded default; `make test` passes the tests.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-slow test-gpu demo bench proto lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+proto: setup
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. \
+	    proto/treegrpo/v1/events.proto proto/treegrpo/v1/weights.proto && rm -f treegrpo/v1/events_pb2_grpc.py
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm" -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -m "slow and not gpu" -q
+
+test-gpu: setup
+	$(BIN)/python -m pytest -m gpu -q
+
+demo: setup
+	$(BIN)/treegrpo demo
+
+bench: setup
+	$(BIN)/python benchmarks/bus_throughput.py
+
+lint: setup
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

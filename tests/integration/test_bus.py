@@ -1,0 +1,170 @@
+"""The bus against a real nats-server: delivery, dedup, redelivery, dead letters, objects, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+import pytest
+
+from treegrpo import events as ev
+from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError, TransientError
+from treegrpo.v1 import events_pb2 as pb
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sampled(run: str, i: int) -> pb.Event:
+    body = pb.NodeSampled(node_id=f"n{i:04d}", task="t", round=1, code=f"print({i})")
+    return ev.make_event(run, "test", body)
+
+
+async def consume_until(bus, durable, kinds, n, handler=None, timeout=15, opts=None):
+    seen: list[pb.Event] = []
+    stop = asyncio.Event()
+
+    async def on(event, delivery):
+        if handler:
+            await handler(event, delivery)
+        seen.append(event)
+        if len(seen) >= n:
+            stop.set()
+
+    consumer = Consumer(bus, durable, [ev.subject_filter(k) for k in kinds], on, opts)
+    await asyncio.wait_for(consumer.run(stop), timeout)
+    return seen, consumer
+
+
+async def test_published_events_are_consumed_in_order_and_acked(bus):
+    await bus.publish_many([sampled("r1", i) for i in range(50)])
+    seen, _ = await consume_until(bus, "c1", ["node.sampled"], 50)
+    assert [e.node_sampled.node_id for e in seen] == [f"n{i:04d}" for i in range(50)]
+    info = await bus.js.consumer_info("TREEGRPO", "c1")
+    await asyncio.sleep(0.2)
+    info = await bus.js.consumer_info("TREEGRPO", "c1")
+    assert info.num_pending == 0
+
+
+async def test_republished_event_is_deduplicated_by_its_id(bus):
+    first = await bus.publish(sampled("r1", 1))
+    again = await bus.publish(sampled("r1", 1))
+    assert first == again
+    info = await bus.js.stream_info("TREEGRPO")
+    assert info.state.messages == 1
+
+
+async def test_unacked_message_is_redelivered_after_consumer_dies(bus):
+    await bus.publish(sampled("r1", 7))
+    opts = ConsumerOptions(ack_wait_s=1.0)
+    stop = asyncio.Event()
+    started = asyncio.Event()
+
+    async def hang(event, delivery):
+        started.set()
+        await asyncio.sleep(3600)  # the "process" dies before acking
+
+    c = Consumer(bus, "worker", [ev.subject_filter("node.sampled")], hang, opts)
+    task = asyncio.create_task(c.run(stop))
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    for t in list(c._inflight):
+        t.cancel()
+    await asyncio.sleep(0)
+    deliveries = []
+    seen, _ = await consume_until(bus, "worker", ["node.sampled"], 1,
+                                  handler=lambda e, d: _record(deliveries, d), opts=opts)
+    assert seen[0].node_sampled.node_id == "n0007"
+    assert deliveries[0].num_delivered >= 2
+
+
+async def _record(store, delivery):
+    store.append(delivery)
+
+
+async def test_garbage_payload_goes_to_dead_letter_with_reason(bus):
+    await bus.publish_raw("tg.r1.node.sampled.garbage", b"\xff\x00 not a protobuf \x13\x37")
+    await bus.publish(sampled("r1", 2))
+    seen, consumer = await consume_until(bus, "c2", ["node.sampled"], 1)
+    assert consumer.dead_lettered == 1
+    sub = await bus.js.pull_subscribe("tgdlq.>", durable=None, stream="TREEGRPO_DLQ")
+    msgs = await sub.fetch(1, timeout=5)
+    dead = ev.decode(msgs[0].data).dead_lettered
+    assert dead.subject == "tg.r1.node.sampled.garbage"
+    assert "not a treegrpo Event" in dead.reason
+
+
+async def test_transient_errors_are_retried_and_permanent_ones_dead_lettered(bus):
+    await bus.publish_many([sampled("r1", 1), sampled("r1", 2)])
+    attempts: dict[str, int] = {}
+
+    async def flaky(event, delivery):
+        nid = event.node_sampled.node_id
+        attempts[nid] = attempts.get(nid, 0) + 1
+        if nid == "n0001" and attempts[nid] < 3:
+            raise TransientError("not yet", delay_s=0.05)
+        if nid == "n0002":
+            raise PermanentError("cannot ever work")
+
+    seen, consumer = await consume_until(bus, "c3", ["node.sampled"], 1, handler=flaky)
+    await asyncio.sleep(0.3)
+    assert attempts["n0001"] == 3 and attempts["n0002"] == 1
+    assert consumer.dead_lettered == 1
+
+
+async def test_object_store_round_trips_a_50mb_blob(bus, tmp_path):
+    blob = os.urandom(50 * 1024 * 1024)
+    sha, size = await bus.put_object("tg-submissions", "big/blob.bin", blob)
+    assert size == len(blob) and sha == hashlib.sha256(blob).hexdigest()
+    out = await bus.get_object("tg-submissions", "big/blob.bin", tmp_path / "blob.bin")
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == sha
+
+
+async def test_consumer_survives_server_restart_without_losing_events(nats_server):
+    bus = await Bus.connect(nats_server.url, "test/restart", timeout_s=5)
+    await bus.ensure()
+    await bus.publish_many([sampled("r1", i) for i in range(10)])
+    got: set[str] = set()
+    stop = asyncio.Event()
+
+    async def on(event, delivery):
+        got.add(event.node_sampled.node_id)
+        if len(got) == 30:
+            stop.set()
+
+    c = Consumer(bus, "restarter", [ev.subject_filter("node.sampled")], on)
+    task = asyncio.create_task(c.run(stop))
+    for _ in range(100):
+        if len(got) >= 10:
+            break
+        await asyncio.sleep(0.05)
+    nats_server.kill()
+    await asyncio.sleep(0.5)
+    nats_server.start()
+    for _ in range(100):  # publish again once the client has reconnected
+        try:
+            await bus.publish_many([sampled("r1", i) for i in range(10, 30)])
+            break
+        except Exception:
+            await asyncio.sleep(0.2)
+    await asyncio.wait_for(task, 30)
+    assert got == {f"n{i:04d}" for i in range(30)}
+    await bus.close(2)
+
+
+async def test_replay_returns_a_runs_events_in_order_and_last_event_finds_by_key(bus):
+    await bus.publish_many([sampled("r1", i) for i in range(5)] + [sampled("r2", 9)])
+    items = [e async for _, e in bus.replay("r1")]
+    assert [e.node_sampled.node_id for e in items] == [f"n{i:04d}" for i in range(5)]
+    assert [e async for _, e in bus.replay("r3")] == []
+    found = await bus.last_event("r2", "node.sampled", "n0009")
+    assert found is not None and found.node_sampled.code == "print(9)"
+    assert await bus.last_event("r2", "node.sampled", "nope") is None
+
+
+async def test_unreachable_nats_fails_fast_with_a_clear_message():
+    from treegrpo.bus import BusUnavailable
+    from treegrpo.embedded import free_port
+
+    with pytest.raises(BusUnavailable, match="could not reach NATS"):
+        await Bus.connect(f"nats://127.0.0.1:{free_port()}", "test", timeout_s=1.5)

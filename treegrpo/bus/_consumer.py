@@ -1,0 +1,178 @@
+"""The durable pull-consumer loop: fetch (one bounded await), dispatch, ack after the effect.
+
+Failures are classified here, at the edge:
+- undecodable payload       -> dead-letter with the reason, term
+- PermanentError            -> dead-letter with the reason, term
+- TransientError            -> nak(delay) and redelivery
+- any other exception       -> nak with exponential backoff; dead-lettered after `max_deliver`
+After a NATS reconnect (e.g. a server restart) the pull subscription is re-bound: nats.py's
+pull subscriptions can otherwise go quiet forever after a reboot (nats.py#504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import nats
+from nats.js import api
+from opentelemetry import trace
+
+from treegrpo import events as ev_mod
+from treegrpo.bus._client import DLQ_ROOT, STREAM, Bus
+from treegrpo.bus._errors import PermanentError, TransientError
+from treegrpo.telemetry import context_from_headers
+from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    subject: str
+    stream_seq: int
+    num_delivered: int
+
+
+Handler = Callable[[pb.Event, Delivery], Awaitable[None]]
+
+
+@dataclass
+class ConsumerOptions:
+    max_inflight: int = 1          # handlers running at once
+    ack_wait_s: float = 30.0       # redelivery after this long without ack or heartbeat
+    max_deliver: int = 10          # then dead-letter
+    fetch_timeout_s: float = 1.0   # the loop's one bounded await
+    backoff_s: float = 0.5         # first nak delay for unexpected errors, doubled per delivery
+    backoff_max_s: float = 30.0
+
+
+class Consumer:
+    def __init__(self, bus: Bus, durable: str, filters: list[str], handler: Handler,
+                 options: ConsumerOptions | None = None, tracer: trace.Tracer | None = None):
+        self.bus, self.durable, self.filters, self.handler = bus, durable, filters, handler
+        self.opt = options or ConsumerOptions()
+        self.tracer = tracer or trace.get_tracer("treegrpo.bus")
+        self._sub = None
+        self._bound_at = -1
+        self._inflight: set[asyncio.Task] = set()
+        self.processed = 0
+        self.dead_lettered = 0
+
+    async def _bind(self) -> None:
+        cfg = api.ConsumerConfig(
+            durable_name=self.durable, name=self.durable, filter_subjects=self.filters,
+            ack_policy=api.AckPolicy.EXPLICIT, deliver_policy=api.DeliverPolicy.ALL,
+            ack_wait=self.opt.ack_wait_s, max_deliver=-1, max_ack_pending=max(1000, 4 * self.opt.max_inflight),
+            num_replicas=self.bus.replicas if self.bus.replicas > 1 else None)
+        # add_consumer is create-or-update, so a changed filter list takes effect on restart
+        await self.bus.js.add_consumer(STREAM, cfg)
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+        self._sub = await self.bus.js.pull_subscribe_bind(durable=self.durable, stream=STREAM)
+        self._bound_at = self.bus.reconnects
+
+    async def run(self, stop: asyncio.Event, drain_timeout_s: float = 10.0) -> None:
+        """Consume until `stop` is set; then let in-flight handlers finish (bounded)."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                if self._sub is None or self._bound_at != self.bus.reconnects:
+                    await self._bind()
+                await self._step()
+                failures = 0
+            except (nats.errors.Error, OSError, TimeoutError) as exc:
+                failures += 1
+                delay = min(5.0, 0.2 * 2 ** min(failures, 5))
+                log.warning("%s: bus error %s: %s; re-binding in %.1fs", self.durable, type(exc).__name__, exc, delay)
+                self._sub = None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+        if self._inflight:
+            await asyncio.wait(self._inflight, timeout=drain_timeout_s)
+
+    async def _step(self) -> None:
+        free = self.opt.max_inflight - len(self._inflight)
+        if free <= 0:
+            await asyncio.wait(self._inflight, timeout=self.opt.fetch_timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            return
+        try:
+            msgs = await self._sub.fetch(free, timeout=self.opt.fetch_timeout_s)
+        except TimeoutError:
+            return
+        for msg in msgs:
+            task = asyncio.create_task(self._process(msg))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+    async def _process(self, msg) -> None:
+        meta = msg.metadata
+        delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
+        try:
+            event = ev_mod.decode(msg.data)
+        except ev_mod.UndecodableEvent as exc:
+            await self._dead_letter(msg, delivery, str(exc), run_id=_run_of(msg.subject))
+            return
+        kind = ev_mod.kind_of(event)
+        ctx = context_from_headers(msg.headers)
+        with self.tracer.start_as_current_span(f"{self.durable} {kind}", context=ctx,
+                                               kind=trace.SpanKind.CONSUMER) as span:
+            span.set_attribute("treegrpo.event_id", event.envelope.event_id)
+            span.set_attribute("treegrpo.run_id", event.envelope.run_id)
+            await self._handle(msg, event, delivery, span)
+
+    async def _handle(self, msg, event: pb.Event, delivery: Delivery, span) -> None:
+        beat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            await self.handler(event, delivery)
+        except PermanentError as exc:
+            span.set_status(trace.StatusCode.ERROR, exc.reason)
+            await self._dead_letter(msg, delivery, exc.reason, run_id=event.envelope.run_id)
+            return
+        except TransientError as exc:
+            await self._retry(msg, event, delivery, exc.reason, exc.delay_s)
+            return
+        except Exception as exc:  # unexpected: retry with backoff, never crash the loop
+            log.exception("%s: handler failed on %s", self.durable, event.envelope.event_id)
+            span.record_exception(exc)
+            delay = min(self.opt.backoff_max_s, self.opt.backoff_s * 2 ** (delivery.num_delivered - 1))
+            await self._retry(msg, event, delivery, f"{type(exc).__name__}: {exc}", delay)
+            return
+        finally:
+            beat.cancel()
+        await msg.ack()
+        self.processed += 1
+
+    async def _retry(self, msg, event: pb.Event, delivery: Delivery, reason: str, delay: float) -> None:
+        if delivery.num_delivered >= self.opt.max_deliver:
+            await self._dead_letter(msg, delivery, f"gave up after {delivery.num_delivered} deliveries: {reason}",
+                                    run_id=event.envelope.run_id)
+        else:
+            await msg.nak(delay=delay)
+
+    async def _heartbeat(self, msg) -> None:
+        """Long handlers (a 10-minute script) keep their message from being redelivered."""
+        while True:
+            await asyncio.sleep(max(1.0, self.opt.ack_wait_s / 3))
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    async def _dead_letter(self, msg, delivery: Delivery, reason: str, run_id: str) -> None:
+        body = pb.DeadLettered(consumer=self.durable, subject=delivery.subject, reason=reason,
+                               payload=bytes(msg.data[:512 * 1024]), stream_seq=delivery.stream_seq)
+        event = ev_mod.make_event(run_id or "unknown", self.bus.producer, body)
+        subject = f"{DLQ_ROOT}.{self.durable}.{run_id or 'unknown'}"
+        await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))
+        await msg.term()
+        self.dead_lettered += 1
+        log.error("%s: dead-lettered seq %d: %s", self.durable, delivery.stream_seq, reason)
+
+
+def _run_of(subject: str) -> str:
+    parts = subject.split(".")
+    return parts[1] if len(parts) > 2 and ev_mod._TOKEN.match(parts[1]) else "unknown"

@@ -1,0 +1,24 @@
+"""How a handler tells the consumer loop what went wrong (classified at the edge)."""
+
+from __future__ import annotations
+
+
+class TransientError(Exception):
+    """Try again later: the message is nak'ed with `delay_s` and redelivered."""
+
+    def __init__(self, reason: str, delay_s: float = 1.0):
+        super().__init__(reason)
+        self.reason = reason
+        self.delay_s = delay_s
+
+
+class PermanentError(Exception):
+    """Retrying cannot help: the message is term'ed and dead-lettered with the reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BusUnavailable(ConnectionError):
+    """NATS could not be reached within the configured time."""

@@ -1,0 +1,17 @@
+"""Typed configuration: one pydantic-settings model per service plus the RunSpec."""
+
+from treegrpo.config._base import (
+    ConfigError,
+    NatsSettings,
+    Section,
+    Settings,
+    TelemetrySettings,
+    load,
+    parse_overrides,
+    read_toml,
+    treegrpo_home,
+)
+from treegrpo.config.run import RunSpec, TreeSettings
+
+__all__ = ["ConfigError", "NatsSettings", "RunSpec", "Section", "Settings", "TelemetrySettings",
+           "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]

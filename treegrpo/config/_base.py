@@ -1,0 +1,125 @@
+"""Typed settings: defaults in the schema < TOML file < environment < CLI overrides.
+
+Every service config subclasses `Settings`. `load(cls, path, overrides)` is the one way to build
+one; a bad file names the field and the reason (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the field and why."""
+
+
+class Section(BaseModel):
+    """A nested block of settings; unknown keys are an error, as at the top level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NatsSettings(Section):
+    url: str = Field(default="", description="NATS URL; empty means $TREEGRPO_NATS_URL, then the embedded server under $TREEGRPO_HOME")
+    connect_timeout_s: float = Field(default=10.0, gt=0, description="Give up connecting after this long, with a clear error")
+    drain_timeout_s: float = Field(default=10.0, gt=0, description="On SIGTERM, drain the connection within this long, then close")
+    stream_replicas: int = Field(default=1, ge=1, le=5, description="JetStream replicas for the stream and buckets (3 on a prod cluster)")
+
+
+class TelemetrySettings(Section):
+    otlp_endpoint: str = Field(default="", description="OTLP/HTTP traces endpoint, e.g. http://otel-collector:4318; empty disables OTLP export")
+    jsonl_path: str = Field(default="", description="Also append finished spans as JSON lines to this file")
+    enabled: bool = Field(default=True, description="Create spans at all")
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]):
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - required by the ABC
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class Settings(BaseSettings):
+    """Base of every config. Subclasses set `env_prefix` (e.g. TREEGRPO_EXECUTOR_)."""
+
+    model_config = SettingsConfigDict(extra="forbid", env_nested_delimiter="__", validate_default=True)
+    _toml_data: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        # init kwargs are the CLI overrides: highest precedence, then env, then the TOML file.
+        return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml_data))
+
+
+T = TypeVar("T", bound=Settings)
+
+
+def read_toml(path: str | Path, section: str | None = None) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{p}: no such config file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+    if section is not None:
+        data = data.get(section, {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: [{section}] must be a table")
+    return data
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`a.b=1` style CLI overrides into a nested dict; values parsed as TOML scalars when they can be."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"override {pair!r} must look like key=value")
+        key, raw = pair.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def load(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                      section: str | None = None) -> T:
+    """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides."""
+    data = read_toml(path, section) if path else {}
+    holder = type(cls.__name__, (cls,), {"_toml_data": data})
+    try:
+        made = holder(**(overrides or {}))
+    except ValidationError as exc:
+        where = f"{path}" if path else "config"
+        raise ConfigError(f"{where}: {_describe(exc)}") from exc
+    return cls.model_validate(made.model_dump()) if holder is not cls else made
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+        parts.append(f"field {loc!r}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def treegrpo_home() -> Path:
+    return Path(os.environ.get("TREEGRPO_HOME", Path.home() / ".treegrpo")).expanduser()

@@ -1,0 +1,172 @@
+"""Events: the typed facts on the stream, their subjects and their deterministic ids.
+
+Every message is a `treegrpo.v1.Event` (an envelope plus one body). Its subject is
+`tg.<run_id>.<kind>[.<key>]`, e.g. `tg.r1.node.sampled.3fa2c01b9e4d`; its id is
+`<run_id>.<kind>[.<key>]`, sent as `Nats-Msg-Id` so a republish after a crash is dropped by the
+server's duplicate window. Keys make every event addressable, so "the executed fact of node X" is
+one direct lookup (`Bus.last_event`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time as _time
+
+from google.protobuf.message import DecodeError
+
+from treegrpo.v1 import events_pb2 as pb
+
+SCHEMA_VERSION = 1
+SUBJECT_ROOT = "tg"
+
+# oneof field name -> kind (subject suffix)
+KINDS: dict[str, str] = {
+    "run_started": "run.started",
+    "run_completed": "run.completed",
+    "round_started": "round.started",
+    "round_completed": "round.completed",
+    "node_sampled": "node.sampled",
+    "node_executed": "node.executed",
+    "node_graded": "node.graded",
+    "group_scored": "group.scored",
+    "learner_stepped": "learner.step",
+    "policy_published": "policy.published",
+    "policy_loaded": "policy.loaded",
+    "dead_lettered": "dead.lettered",
+}
+FIELDS: dict[str, str] = {v: k for k, v in KINDS.items()}
+_BODY_TYPES = {name: getattr(pb.Event, "DESCRIPTOR").fields_by_name[name].message_type.name for name in KINDS}
+_TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+class UndecodableEvent(ValueError):
+    """The payload is not a valid treegrpo Event (garbage, wrong schema, or no body)."""
+
+
+def check_token(value: str, what: str) -> str:
+    """Subject tokens may not contain '.', '*', '>' or whitespace; ids must be safe in file names too."""
+    if not _TOKEN.match(value):
+        raise ValueError(f"{what} {value!r} must match [A-Za-z0-9_-]+")
+    return value
+
+
+def kind_of(event: pb.Event) -> str:
+    field = event.WhichOneof("body")
+    if field is None:
+        raise UndecodableEvent("event has no body")
+    return KINDS[field]
+
+
+def body_of(event: pb.Event):
+    """The body message (e.g. a NodeSampled) of an event."""
+    field = event.WhichOneof("body")
+    if field is None:
+        raise UndecodableEvent("event has no body")
+    return getattr(event, field)
+
+
+def key_parts(key: str | tuple | None) -> str:
+    if key is None or key == "":
+        return ""
+    parts = key if isinstance(key, tuple) else (key,)
+    return ".".join(check_token(str(p), "key part") for p in parts)
+
+
+def subject(run_id: str, kind: str, key: str | tuple | None = None) -> str:
+    suffix = key_parts(key)
+    base = f"{SUBJECT_ROOT}.{check_token(run_id, 'run id')}.{kind}"
+    return f"{base}.{suffix}" if suffix else base
+
+
+def subject_filter(kind: str, run_id: str = "*") -> str:
+    """A consumer filter for every event of one kind (all keys), in one run or all runs."""
+    if kind in ("run.started", "run.completed"):
+        return f"{SUBJECT_ROOT}.{run_id}.{kind}"
+    return f"{SUBJECT_ROOT}.{run_id}.{kind}.>"
+
+
+def event_id(run_id: str, kind: str, key: str | tuple | None = None) -> str:
+    suffix = key_parts(key)
+    return f"{run_id}.{kind}.{suffix}" if suffix else f"{run_id}.{kind}"
+
+
+def default_key(body) -> tuple | str | None:
+    """The natural key of each fact: what makes it unique within a run."""
+    name = type(body).__name__
+    if name in ("NodeSampled", "NodeExecuted", "NodeGraded"):
+        return body.node_id
+    if name == "GroupScored":
+        return body.sibling_group
+    if name in ("RoundStarted", "RoundCompleted"):
+        return (body.task, str(body.round))
+    if name == "LearnerStepped":
+        return str(body.step)
+    if name == "PolicyPublished":
+        return str(body.version)
+    if name == "PolicyLoaded":
+        return (str(body.version), body.sampler_id)
+    if name == "DeadLettered":
+        return (body.consumer, str(body.stream_seq))
+    return None
+
+
+def make_event(run_id: str, producer: str, body, key: str | tuple | None = None,
+               at: float | None = None) -> pb.Event:
+    """Wrap a body message in an envelope with a deterministic id."""
+    field = _field_for(body)
+    ev = pb.Event()
+    k = default_key(body) if key is None else key
+    ev.envelope.event_id = event_id(run_id, KINDS[field], k)
+    ev.envelope.run_id = run_id
+    ev.envelope.time = _time.time() if at is None else at
+    ev.envelope.producer = producer
+    ev.envelope.schema_version = SCHEMA_VERSION
+    getattr(ev, field).CopyFrom(body)
+    return ev
+
+
+def subject_of(event: pb.Event) -> str:
+    kind = kind_of(event)
+    prefix = f"{event.envelope.run_id}.{kind}"
+    suffix = event.envelope.event_id[len(prefix) + 1:] if event.envelope.event_id != prefix else ""
+    return f"{SUBJECT_ROOT}.{prefix}.{suffix}" if suffix else f"{SUBJECT_ROOT}.{prefix}"
+
+
+def encode(event: pb.Event) -> bytes:
+    return event.SerializeToString(deterministic=True)
+
+
+def decode(data: bytes) -> pb.Event:
+    ev = pb.Event()
+    try:
+        ev.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise UndecodableEvent(f"not a treegrpo Event: {exc}") from exc
+    if ev.WhichOneof("body") is None or not ev.envelope.event_id:
+        raise UndecodableEvent("payload parsed but carries no envelope id or body")
+    if ev.envelope.schema_version > SCHEMA_VERSION:
+        raise UndecodableEvent(f"schema_version {ev.envelope.schema_version} is newer than {SCHEMA_VERSION}")
+    return ev
+
+
+def _field_for(body) -> str:
+    name = type(body).__name__
+    for field, type_name in _BODY_TYPES.items():
+        if type_name == name:
+            return field
+    raise TypeError(f"{name} is not an event body")
+
+
+def short_hash(*parts: object, n: int = 12) -> str:
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+    return h[:n]
+
+
+def node_id(run_id: str, task: str, round_: int, step: int, index: int) -> str:
+    """12-hex node id, a pure function of where the node sits: a re-sample gets the same id."""
+    return short_hash("node", run_id, task, round_, step, index)
+
+
+def group_id(run_id: str, task: str, round_: int, step: int) -> str:
+    return short_hash("group", run_id, task, round_, step)

@@ -1,0 +1,115 @@
+"""The one service shape: `setup / run / stop`, a flat loop, a dispatch by event type.
+
+A service subclasses `Service`, names its durable consumer and the event kinds it handles, and
+maps each kind to an `async def on_<kind>(event, delivery)` method through `handlers()`:
+
+    class Grader(Service):
+        name = "grader"
+        def handlers(self):
+            return {"node.executed": self.on_node_executed}
+
+`serve(service)` runs it under SIGTERM/SIGINT: stop fetching, let in-flight handlers finish,
+drain the NATS connection within `nats.drain_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+
+from opentelemetry import trace
+
+from treegrpo import events as ev_mod
+from treegrpo.bus import Bus, Consumer, ConsumerOptions, Delivery, PermanentError
+from treegrpo.config import NatsSettings, Settings, TelemetrySettings
+from treegrpo.nats_url import resolve_nats_url
+from treegrpo.telemetry import setup_tracing, shutdown_tracing
+from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
+HandlerFn = Callable[[pb.Event, Delivery], Awaitable[None]]
+
+
+class Service:
+    name: str = "service"
+
+    def __init__(self, config: Settings, instance: str | None = None):
+        self.config = config
+        self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
+        self.producer = f"{self.name}/{self.instance}"
+        self.bus: Bus | None = None
+        self.consumer: Consumer | None = None
+        self.tracer: trace.Tracer = trace.get_tracer(self.name)
+        self.stopping = asyncio.Event()
+
+    # -- what a service declares ---------------------------------------------------------------
+    def handlers(self) -> dict[str, HandlerFn]:
+        raise NotImplementedError
+
+    def consumer_options(self) -> ConsumerOptions:
+        return ConsumerOptions()
+
+    @property
+    def durable(self) -> str:
+        return self.name
+
+    async def on_setup(self) -> None:
+        """Hook: open resources (models, sandboxes, servers) after the bus is up."""
+
+    async def on_stop(self) -> None:
+        """Hook: release resources after the loop ended."""
+
+    # -- the shape -----------------------------------------------------------------------------
+    @property
+    def nats(self) -> NatsSettings:
+        return getattr(self.config, "nats", NatsSettings())
+
+    async def setup(self) -> None:
+        logging.getLogger(__name__).info("%s config: %s", self.name, self.config.model_dump_json())
+        self.tracer = setup_tracing(self.name, getattr(self.config, "telemetry", TelemetrySettings()))
+        url = resolve_nats_url(self.nats.url)
+        self.bus = await Bus.connect(url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas)
+        await self.bus.ensure()
+        filters = [ev_mod.subject_filter(kind) for kind in self.handlers()]
+        self.consumer = Consumer(self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer)
+        await self.on_setup()
+
+    async def _dispatch(self, event: pb.Event, delivery: Delivery) -> None:
+        handler = self.handlers().get(ev_mod.kind_of(event))
+        if handler is None:
+            raise PermanentError(f"{self.name} has no handler for {ev_mod.kind_of(event)}")
+        await handler(event, delivery)
+
+    async def run(self) -> None:
+        assert self.consumer is not None, "setup() first"
+        await self.consumer.run(self.stopping, self.nats.drain_timeout_s)
+
+    async def stop(self) -> None:
+        self.stopping.set()
+
+    async def close(self) -> None:
+        await self.on_stop()
+        if self.bus is not None:
+            await self.bus.close(self.nats.drain_timeout_s)
+        shutdown_tracing()
+
+    async def publish(self, run_id: str, body, key=None) -> int:
+        """Publish one fact as this service (deterministic id from the body's key)."""
+        assert self.bus is not None
+        return await self.bus.publish(ev_mod.make_event(run_id, self.producer, body, key))
+
+
+async def serve(service: Service) -> None:
+    """Run a service until SIGTERM/SIGINT, then drain within the configured limit."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(service.stop()))
+    await service.setup()
+    try:
+        await service.run()
+    finally:
+        await service.close()
