@@ -1,0 +1,46 @@
+"""The one interface every model backend implements (hf, vllm, openai)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 2048
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str                    # raw completion text (thinking + plan + code fence)
+    token_ids: list[int]         # sampled response tokens
+    logprobs: list[float]        # raw-distribution logprob of each sampled token (behaviour policy)
+    prompt_token_ids: list[int]
+    finish_reason: str           # "stop" | "length"
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    @property
+    def version(self) -> int:
+        """Policy version now serving (0 = the base model, no adapter)."""
+        ...
+
+    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+        """n samples of one prompt (one sibling group), with per-token behaviour logprobs."""
+        ...
+
+    async def load_adapter(self, version: int, adapter_dir: Path) -> None:
+        """Serve `version` (a peft adapter folder) from the moment this returns; never a stale one."""
+        ...
+
+    async def close(self) -> None:
+        ...
