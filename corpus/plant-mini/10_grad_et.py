@@ -1,0 +1,49 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["numpy", "pandas", "pillow", "scikit-learn"]
+#
+# [tool.resources]
+# cpu = 1
+# mem = 2
+# ephemeral = 1
+# ///
+import os
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from sklearn.ensemble import ExtraTreesClassifier
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+
+
+def load_image(path):
+    return np.asarray(Image.open(path).convert("RGB"), dtype=np.float32) / 255.0
+
+
+def features(img):
+    gray = img.mean(axis=2)
+    gy, gx = np.gradient(gray)
+    mag = np.hypot(gx, gy)
+    edges = np.histogram(mag, bins=12, range=(0, 0.5))[0]
+    return np.concatenate([edges, img.mean(axis=(0, 1)), img.std(axis=(0, 1))])
+
+
+labels = ["healthy", "multiple_diseases", "rust", "scab"]
+train = pd.read_csv("./input/train.csv")
+test = pd.read_csv("./input/test.csv")
+X = np.stack([features(load_image(f"./input/images/{i}.png")) for i in train["image_id"]])
+y = train[labels].values.argmax(axis=1)
+X_test = np.stack([features(load_image(f"./input/images/{i}.png")) for i in test["image_id"]])
+
+X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+model = ExtraTreesClassifier(n_estimators=200, min_samples_leaf=2, n_jobs=1, random_state=0)
+model.fit(X_tr, y_tr)
+print(f"Validation metric: {roc_auc_score(np.eye(4)[y_va], model.predict_proba(X_va), average='macro'):.5f}")
+
+model.fit(X, y)
+proba = model.predict_proba(X_test)
+sub = pd.DataFrame(proba, columns=labels)
+sub.insert(0, "image_id", test["image_id"])
+os.makedirs("./submission", exist_ok=True)
+sub.to_csv("./submission/submission.csv", index=False)

@@ -1,0 +1,86 @@
+"""`tg_packed`: causal attention over packed sequences, registered with transformers.
+
+Models load with `attn_implementation="tg_packed"` and the learner passes `cu_seq_lens_q` (and
+`max_length_q`) through the forward kwargs, the names transformers' own varlen path uses, so the
+Qwen3.5 linear-attention layers (flash-linear-attention's `chunk_gated_delta_rule`) see the same
+boundaries. No mask function is registered, so transformers builds no dense [T, T] mask.
+
+Kernels, fastest first: PyTorch's `varlen_attn` (flash varlen, CUDA), else one causal
+`scaled_dot_product_attention` per sequence (flash on CUDA, the math kernel on CPU). Both are exact.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn.functional as F
+
+NAME = "tg_packed"
+_state: dict[str, object] = {"registered": False, "varlen": None}
+
+
+def _varlen():
+    """PyTorch's varlen flash attention and how to ask it for causality, or None."""
+    if _state["varlen"] is None:
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+            params = inspect.signature(varlen_attn).parameters
+            _state["varlen"] = (varlen_attn, "is_causal" in params, "enable_gqa" in params)
+        except (ImportError, AttributeError):
+            _state["varlen"] = False
+    return _state["varlen"] or None
+
+
+def _per_sequence(q, k, v, cu: list[int], scale: float | None) -> torch.Tensor:
+    """q [1, H, T, D], k/v [1, Hkv, T, D] -> [1, T, H, D]; one causal SDPA per sequence."""
+    gqa = q.shape[1] != k.shape[1]
+    outs = [F.scaled_dot_product_attention(q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], is_causal=True,
+                                           scale=scale, enable_gqa=gqa)
+            for s, e in zip(cu[:-1], cu[1:], strict=True)]
+    return torch.cat(outs, dim=2).transpose(1, 2)
+
+
+def _flash_varlen(fn_info, q, k, v, cu: torch.Tensor, max_len: int, scale: float | None) -> torch.Tensor:
+    fn, has_is_causal, has_gqa = fn_info
+    qt, kt, vt = (x[0].transpose(0, 1) for x in (q, k, v))  # [T, H, D]
+    if kt.shape[1] != qt.shape[1] and not has_gqa:
+        rep = qt.shape[1] // kt.shape[1]
+        kt, vt = kt.repeat_interleave(rep, 1), vt.repeat_interleave(rep, 1)
+    kwargs = {"scale": scale}
+    if has_is_causal:
+        kwargs["is_causal"] = True
+    else:
+        kwargs["window_size"] = (-1, 0)
+    if has_gqa and kt.shape[1] != qt.shape[1]:
+        kwargs["enable_gqa"] = True
+    cu32 = cu.to(torch.int32)
+    out = fn(qt, kt, vt, cu32, cu32, max_len, max_len, **kwargs)
+    return out.unsqueeze(0)  # [1, T, H, D]
+
+
+def packed_attention(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention interface: returns ([B, T, H, D], None)."""
+    cu = kwargs.get("cu_seq_lens_q")
+    if cu is None:  # an unpacked batch: plain causal attention per row
+        gqa = query.shape[1] != key.shape[1]
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=query.shape[2] > 1, scale=scaling,
+                                             enable_gqa=gqa)
+        return out.transpose(1, 2), None
+    if query.shape[0] != 1:
+        raise ValueError("packed attention expects one row of packed sequences")
+    fn_info = _varlen() if query.is_cuda and query.dtype in (torch.bfloat16, torch.float16) else None
+    if fn_info is not None:
+        max_len = int(kwargs.get("max_length_q") or int((cu[1:] - cu[:-1]).max()))
+        return _flash_varlen(fn_info, query, key, value, cu, max_len, scaling), None
+    return _per_sequence(query, key, value, cu.tolist(), scaling), None
+
+
+def register() -> str:
+    """Make `attn_implementation="tg_packed"` available to transformers (idempotent)."""
+    if not _state["registered"]:
+        from transformers import AttentionInterface
+
+        AttentionInterface.register(NAME, packed_attention)
+        _state["registered"] = True
+    return NAME

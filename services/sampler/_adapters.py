@@ -1,0 +1,186 @@
+"""Loading a policy version: verify the archive, unpack it, swap it in, confirm on the bus.
+
+Both paths end here: a learner's gRPC push (`_weights.py`) and a pull from the object store
+when a `policy.published` arrived but no push followed (a restarted sampler catching up). A
+version is served only after its bytes match the sha256 announced in `policy.published`; a bad
+archive is refused with a reason and the previous version keeps serving. `VersionGate` makes a
+swap wait for groups being generated, so every sibling of a group carries the version that
+actually produced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from treegrpo import events
+from treegrpo.bus import ADAPTERS, Bus
+from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class VersionGate:
+    """Many generations at once, or one swap: a writer-preferring readers/writer lock."""
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self._readers = 0
+        self._writing = False
+        self._waiting_writers = 0
+
+    @contextlib.asynccontextmanager
+    async def generating(self):
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._writing and self._waiting_writers == 0)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def swapping(self):
+        async with self._cond:
+            self._waiting_writers += 1
+            await self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            self._waiting_writers -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    accepted: bool
+    reason: str
+    version: int          # the version serving after this attempt
+    sha256: str
+    load_seconds: float = 0.0
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class AdapterLoader:
+    def __init__(self, backend, bus: Bus, gate: VersionGate, sampler_id: str, workdir: Path,
+                 producer: str, published_wait_s: float = 10.0):
+        self.backend, self.bus, self.gate = backend, bus, gate
+        self.sampler_id, self.workdir, self.producer = sampler_id, Path(workdir), producer
+        self.published_wait_s = published_wait_s
+        self.serving_sha = ""
+        self._lock = asyncio.Lock()
+        self.loaded = asyncio.Event()  # set after every successful swap (waiters re-check versions)
+
+    def _refuse(self, reason: str) -> LoadResult:
+        log.warning("adapter refused: %s (still serving v%d)", reason, self.backend.version)
+        return LoadResult(False, reason, self.backend.version, self.serving_sha)
+
+    async def announced(self, run_id: str, version: int) -> pb.PolicyPublished | None:
+        """The `policy.published` of `version`, waiting briefly: a push may race its announcement."""
+        deadline = time.monotonic() + self.published_wait_s
+        while True:
+            event = await self.bus.last_event(run_id, "policy.published", str(version))
+            if event is not None:
+                return event.policy_published
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.2)
+
+    async def load_archive(self, run_id: str, version: int, archive: Path, claimed_sha: str) -> LoadResult:
+        """Verify `archive` (a tar of a peft adapter folder) and serve it as `version`."""
+        async with self._lock:
+            if version == self.backend.version and version > 0:
+                if claimed_sha == self.serving_sha:
+                    return LoadResult(True, "already serving", version, self.serving_sha)
+                return self._refuse(f"v{version} is already serving with sha256 {self.serving_sha[:12]}…")
+            if version < self.backend.version:
+                return self._refuse(f"v{version} is older than the serving v{self.backend.version}")
+            actual = await asyncio.to_thread(file_sha256, archive)
+            if actual != claimed_sha:
+                return self._refuse(f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
+                                    f"the push claimed {claimed_sha[:12]}…")
+            published = await self.announced(run_id, version)
+            if published is None:
+                return self._refuse(f"no policy.published for v{version} of run {run_id} within "
+                                    f"{self.published_wait_s:.0f}s")
+            if published.sha256 != actual:
+                return self._refuse(f"sha256 {actual[:12]}… differs from policy.published's "
+                                    f"{published.sha256[:12]}…")
+            folder = self.workdir / run_id / f"v{version}"
+            try:
+                await asyncio.to_thread(_untar, archive, folder)
+            except (tarfile.TarError, OSError, ValueError) as exc:
+                return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
+            return await self._swap(run_id, version, folder, actual)
+
+    async def _swap(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
+        started = time.perf_counter()
+        try:
+            async with self.gate.swapping():
+                await self.backend.load_adapter(version, folder)
+        except Exception as exc:  # a broken adapter must not take the sampler down
+            return self._refuse(f"backend could not load v{version}: {type(exc).__name__}: {exc}")
+        seconds = time.perf_counter() - started
+        self.serving_sha = sha
+        body = pb.PolicyLoaded(version=version, sampler_id=self.sampler_id, load_seconds=seconds, sha256=sha)
+        await self.bus.publish(events.make_event(run_id, self.producer, body))
+        self.loaded.set()
+        self.loaded = asyncio.Event()
+        log.info("serving v%d of run %s (swap %.3fs)", version, run_id, seconds)
+        return LoadResult(True, "", version, sha, seconds)
+
+    async def pull(self, run_id: str, published: pb.PolicyPublished) -> LoadResult:
+        """Fetch a published version from the object store and load it (no push came)."""
+        if published.version <= self.backend.version:
+            return LoadResult(True, "already serving", self.backend.version, self.serving_sha)
+        dest = self.workdir / run_id / f"pull-v{published.version}.tar"
+        try:
+            await self.bus.get_object(ADAPTERS, published.adapter_key, dest)
+        except Exception as exc:  # missing object, bus hiccup: the caller retries later
+            return self._refuse(f"pull of {published.adapter_key} failed: {type(exc).__name__}: {exc}")
+        try:
+            return await self.load_archive(run_id, published.version, dest, published.sha256)
+        finally:
+            dest.unlink(missing_ok=True)
+
+
+def _untar(archive: Path, folder: Path) -> None:
+    """Unpack into a fresh folder; the 'data' filter refuses absolute paths, links out, devices."""
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(archive, "r:*") as tar:
+        tar.extractall(tmp, filter="data")
+    root = _adapter_root(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    root.rename(folder)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _adapter_root(tmp: Path) -> Path:
+    """The folder holding adapter_config.json (the tar may wrap it in one directory)."""
+    if (tmp / "adapter_config.json").is_file():
+        return tmp
+    inner = [p for p in tmp.iterdir() if p.is_dir()]
+    if len(inner) == 1 and (inner[0] / "adapter_config.json").is_file():
+        return inner[0]
+    raise ValueError("archive holds no adapter_config.json")

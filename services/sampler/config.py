@@ -1,0 +1,76 @@
+"""SamplerConfig: which model backend, how to sample, how prompts look, where weights arrive."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
+
+
+class HfSettings(Section):
+    device: str = Field(default="cpu", description="torch device for the hf backend (cpu, cuda, cuda:1)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Weights dtype; float32 on CPU")
+    torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
+
+
+class VllmSettings(Section):
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1, description="vLLM's share of GPU memory")
+    max_model_len: int = Field(default=16384, ge=256, description="Context length vLLM reserves KV cache for")
+    max_lora_rank: int = Field(default=64, ge=1, description="Largest LoRA rank vLLM accepts")
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine")
+    enforce_eager: bool = Field(default=False, description="Skip CUDA graphs (faster start, slower decode)")
+
+
+class OpenAISettings(Section):
+    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible server root (vllm serve, SGLang)")
+    api_key: str = Field(default="EMPTY", description="Bearer token sent to the server")
+    served_model: str = Field(default="", description="Model name the server knows; empty means the model path")
+    timeout_s: float = Field(default=600.0, gt=0, description="HTTP timeout of one generation request")
+    adapter_dir: str = Field(default="", description="Folder the server can read where adapters are unpacked for its load endpoint; empty = the sampler's workdir")
+
+
+class SamplingSettings(Section):
+    max_new_tokens: int = Field(default=2048, ge=1, description="Response token budget per node")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature (logprobs are recorded from the raw, temperature-1 distribution)")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass")
+
+
+class PromptSettings(Section):
+    gpu_hint: bool = Field(default=False, description="Add the GPU-declaration hint the seed's probe used (steers the policy; off by default)")
+    show_scores: bool = Field(default=False, description="Show the parent's validation output score line in improve prompts (the seed's redesign removed shown scores)")
+    template_dir: str = Field(default="", description="Folder with draft.md/improve.md/debug.md/system.md overriding the built-in templates")
+    task_roots: list[str] = Field(default_factory=list, description="Roots holding <task>/description.md or <task>/prepared/public/; empty = $TREEGRPO_HOME/tasks/public")
+    time_limit_s: int = Field(default=600, ge=1, description="Wall-clock limit stated to the model")
+    csv_head_lines: int = Field(default=4, ge=0, description="Lines shown from the head of each CSV in the data overview")
+
+
+class GrpcSettings(Section):
+    host: str = Field(default="127.0.0.1", description="Interface the weight receiver binds (loopback unless deployed apart)")
+    port: int = Field(default=50151, ge=0, le=65535, description="Port of the weight receiver; 0 = a free port")
+    address_file: str = Field(default="", description="Write the bound host:port here for the learner; empty = $TREEGRPO_HOME/sampler/<instance>.grpc")
+    max_adapter_bytes: int = Field(default=4 << 30, ge=1, description="Refuse pushes announcing more than this")
+    pull_after_s: float = Field(default=15.0, ge=0, description="Pull a published version from the object store if no push brought it within this long")
+    published_wait_s: float = Field(default=10.0, ge=0, description="How long a push waits for its policy.published announcement before refusing")
+
+
+class SamplerConfig(Settings):
+    """The sampler service: the agent that grows every task's tree and samples its nodes."""
+
+    model_config = SettingsConfigDict(env_prefix="TREEGRPO_SAMPLER_", extra="forbid", env_nested_delimiter="__")
+
+    backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Model backend")
+    model: str = Field(default="", description="Base model folder; empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)")
+    hf: HfSettings = Field(default_factory=HfSettings, description="hf backend settings")
+    vllm: VllmSettings = Field(default_factory=VllmSettings, description="vllm backend settings")
+    openai: OpenAISettings = Field(default_factory=OpenAISettings, description="openai backend settings")
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings, description="Sampling parameters")
+    prompts: PromptSettings = Field(default_factory=PromptSettings, description="Prompt switches")
+    grpc: GrpcSettings = Field(default_factory=GrpcSettings, description="Weight receiver (learner pushes adapters here)")
+    max_concurrent_groups: int = Field(default=1, ge=1, description="Sibling groups generated at once (1 on a CPU; more for vllm/openai)")
+    publish_run_completed: bool = Field(default=True, description="Publish run.completed when every task's last round is complete")
+    workdir: str = Field(default="", description="Where pushed adapters are unpacked; empty = $TREEGRPO_HOME/sampler")
+    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")

@@ -1,0 +1,138 @@
+"""The tree policy: which expansion to sample next. Pure functions of the tree state + a seeded RNG.
+
+Per task and round: `expansions` steps of `group_size` siblings. Steps < `drafts` are drafts and
+depend on nothing. Step s >= drafts waits until every group of steps < s of that task-round is
+scored, then picks one parent among all of those nodes by a softmax over their rewards
+(temperature `parent_temperature`), and asks for `debug` children of a buggy parent or `improve`
+children of a valid one. The RNG is seeded by (run seed, run, task, round, step), so a restarted
+sampler that rebuilt the same state from the log makes exactly the same choice.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from treegrpo import events
+from treegrpo.config import RunSpec
+
+
+@dataclass(frozen=True)
+class Score:
+    reward: float
+    status: str  # final grader status; "ok" = valid
+
+    @property
+    def buggy(self) -> bool:
+        return self.status != "ok"
+
+
+@dataclass
+class GroupState:
+    """One expansion (sibling group) as the log tells it."""
+
+    step: int
+    group_id: str
+    mode: str = ""
+    parent_id: str | None = None
+    sampled: dict[int, str] = field(default_factory=dict)        # index in group -> node id
+    scores: dict[str, Score] | None = None                      # set once group.scored arrived
+
+
+@dataclass
+class RoundState:
+    task: str
+    round: int
+    started_unix: int | None = None
+    policy_version: int | None = None                           # version serving at round.started
+    groups: dict[int, GroupState] = field(default_factory=dict)  # step -> group
+    completed: bool = False
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What to sample: one sibling group, with the indices still missing."""
+
+    task: str
+    round: int
+    step: int
+    mode: str
+    parent_id: str | None
+    group_id: str
+    missing: tuple[int, ...]
+
+
+def version_allows(round_: int, loaded_version: int, spec: RunSpec) -> bool:
+    """Round r (1-based) is sampled only with version >= r - 1 - max_staleness; never wait without training."""
+    return (not spec.train) or loaded_version >= round_ - 1 - spec.max_staleness
+
+
+def softmax_choice(candidates: list[tuple[str, float]], temperature: float, rng: random.Random) -> str:
+    """One id drawn with probability ∝ exp(reward / temperature) (stable: max subtracted)."""
+    if not candidates:
+        raise ValueError("no candidate parents")
+    top = max(r for _, r in candidates)
+    weights = [math.exp((r - top) / temperature) for _, r in candidates]
+    return rng.choices([c for c, _ in candidates], weights=weights, k=1)[0]
+
+
+def rng_for(spec: RunSpec, run_id: str, task: str, round_: int, step: int) -> random.Random:
+    return random.Random(events.short_hash("policy", spec.seed, run_id, task, round_, step, n=16))
+
+
+def earlier_scored(rs: RoundState, step: int) -> dict[str, Score] | None:
+    """All scores of steps < `step`, or None while any of those groups is unsampled or unscored."""
+    out: dict[str, Score] = {}
+    for s in range(step):
+        g = rs.groups.get(s)
+        if g is None or g.scores is None:
+            return None
+        out.update(g.scores)
+    return out
+
+
+def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansion | None:
+    """The expansion at `step` if its dependencies are met and some sibling is still unsampled."""
+    g = spec.tree.group_size
+    group = rs.groups.get(step)
+    have = set(group.sampled) if group else set()
+    missing = tuple(i for i in range(g) if i not in have)
+    if not missing:
+        return None
+    gid = events.group_id(run_id, rs.task, rs.round, step)
+    if step < spec.tree.drafts:
+        return Expansion(rs.task, rs.round, step, "draft", None, gid, missing)
+    if group is not None and group.mode:   # partly sampled before a restart: keep its parent and mode
+        return Expansion(rs.task, rs.round, step, group.mode, group.parent_id, gid, missing)
+    scores = earlier_scored(rs, step)
+    if scores is None:
+        return None
+    ordered = sorted(scores.items())  # a fixed order, so the draw depends only on the state and seed
+    parent = softmax_choice([(nid, sc.reward) for nid, sc in ordered], spec.tree.parent_temperature,
+                            rng_for(spec, run_id, rs.task, rs.round, step))
+    mode = "debug" if scores[parent].buggy else "improve"
+    return Expansion(rs.task, rs.round, step, mode, parent, gid, missing)
+
+
+def round_complete(rs: RoundState, spec: RunSpec) -> bool:
+    return all(rs.groups.get(s) is not None and rs.groups[s].scores is not None
+               for s in range(spec.tree.expansions))
+
+
+def next_expansions(run_id: str, spec: RunSpec, rounds: dict[tuple[str, int], RoundState],
+                    loaded_version: int, busy: set[str]) -> list[Expansion]:
+    """Every expansion that may start now, best first: earlier rounds, then deeper steps (finish trees)."""
+    ready: list[tuple[tuple, Expansion]] = []
+    for t_index, task in enumerate(spec.tasks):
+        for r in range(1, spec.rounds + 1):
+            rs = rounds.get((task, r)) or RoundState(task, r)
+            if rs.completed:
+                continue
+            if rs.started_unix is None and not version_allows(r, loaded_version, spec):
+                break  # later rounds need an even newer version
+            for step in range(spec.tree.expansions):
+                exp = plan_step(run_id, spec, rs, step)
+                if exp is not None and exp.group_id not in busy:
+                    ready.append(((r, -step, t_index), exp))
+    return [e for _, e in sorted(ready, key=lambda x: x[0])]

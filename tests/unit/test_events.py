@@ -1,0 +1,57 @@
+"""Events: deterministic ids, subjects, envelopes, decoding of bad payloads."""
+
+from __future__ import annotations
+
+import pytest
+
+from treegrpo import events as ev
+from treegrpo.v1 import events_pb2 as pb
+
+
+def test_node_ids_are_deterministic_12_hex_and_distinct_by_position():
+    a = ev.node_id("r1", "spooky-mini", 1, 0, 3)
+    assert a == ev.node_id("r1", "spooky-mini", 1, 0, 3)
+    assert len(a) == 12 and int(a, 16) >= 0
+    assert a != ev.node_id("r1", "spooky-mini", 1, 0, 4) != ev.node_id("r2", "spooky-mini", 1, 0, 3)
+
+
+def test_event_id_and_subject_follow_the_natural_key_of_each_fact():
+    e = ev.make_event("r1", "test", pb.NodeExecuted(node_id="abc123", status="ok"))
+    assert e.envelope.event_id == "r1.node.executed.abc123"
+    assert ev.subject_of(e) == "tg.r1.node.executed.abc123"
+    r = ev.make_event("r1", "test", pb.RoundCompleted(task="spooky-mini", round=3))
+    assert ev.subject_of(r) == "tg.r1.round.completed.spooky-mini.3"
+    s = ev.make_event("r1", "test", pb.RunStarted(rounds=2))
+    assert ev.subject_of(s) == "tg.r1.run.started"
+    assert e.envelope.schema_version == ev.SCHEMA_VERSION and e.envelope.producer == "test"
+
+
+def test_encoding_round_trips_and_is_byte_stable():
+    e = ev.make_event("r1", "test", pb.NodeSampled(node_id="n1", response_logprobs=[-0.5, -1.25]), at=1.0)
+    data = ev.encode(e)
+    assert ev.encode(ev.decode(data)) == data
+    assert list(ev.decode(data).node_sampled.response_logprobs) == [-0.5, -1.25]
+
+
+@pytest.mark.parametrize("payload", [b"", b"\xff\xfe garbage", b"{\"json\": true}", pb.Envelope(event_id="x").SerializeToString()])
+def test_undecodable_payloads_raise_a_typed_error(payload):
+    with pytest.raises(ev.UndecodableEvent):
+        ev.decode(payload)
+
+
+def test_newer_schema_versions_are_refused_not_misread():
+    e = ev.make_event("r1", "test", pb.RunCompleted(outcome="completed"))
+    e.envelope.schema_version = ev.SCHEMA_VERSION + 1
+    with pytest.raises(ev.UndecodableEvent, match="newer"):
+        ev.decode(ev.encode(e))
+
+
+@pytest.mark.parametrize("bad", ["a.b", "a b", "a*", "a>", ""])
+def test_run_ids_that_would_break_subjects_are_rejected(bad):
+    with pytest.raises(ValueError):
+        ev.subject(bad, "node.sampled", "x")
+
+
+def test_consumer_filters_cover_every_key_of_a_kind():
+    assert ev.subject_filter("node.sampled") == "tg.*.node.sampled.>"
+    assert ev.subject_filter("run.started", "r1") == "tg.r1.run.started"

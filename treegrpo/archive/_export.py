@@ -1,0 +1,68 @@
+"""Export: project runs from the log into the seed's data-root layout.
+
+Two passes over each run's events: first the small facts (rounds, executed, graded, group rewards,
+learner steps), then the `node.sampled` bodies in stream order, each joined in O(1) and written
+straight out. The same log always gives byte-identical files: nothing depends on the clock, the
+host, dict iteration of unordered input, or the order replies arrive in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from treegrpo.archive._check import Violation
+from treegrpo.archive._join import RunFacts
+from treegrpo.archive._writer import ExportResult, RunWriter
+
+log = logging.getLogger(__name__)
+
+SMALL_KINDS = ("run.started", "round.started", "round.completed", "node.executed", "node.graded",
+               "group.scored", "learner.step")
+
+
+class ArchiveInvariantError(RuntimeError):
+    """An exported run breaks one of the seed's invariants; the files are written for inspection."""
+
+    def __init__(self, violations: Sequence[Violation]):
+        self.violations = list(violations)
+        shown = "\n  ".join(str(v) for v in self.violations[:20])
+        more = f"\n  … and {len(self.violations) - 20} more" if len(self.violations) > 20 else ""
+        super().__init__(f"{len(self.violations)} invariant violation(s):\n  {shown}{more}")
+
+
+async def collect_facts(bus, run_id: str, kinds: Sequence[str] = SMALL_KINDS) -> RunFacts:
+    facts = RunFacts(run_id)
+    async for _, event in bus.replay(run_id, kinds=list(kinds)):
+        facts.add(event)
+    return facts
+
+
+async def export_run(bus, run_id: str, out_dir: str | Path,
+                     on_node: Callable[[int], None] | None = None) -> ExportResult:
+    facts = await collect_facts(bus, run_id)
+    if facts.started is None and not facts.rounds and not facts.steps:
+        raise LookupError(f"run {run_id!r} has no events on the bus")
+    writer = RunWriter(facts, Path(out_dir))
+    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):
+        writer.accept(event.node_sampled)
+        if on_node is not None:
+            on_node(len(event.node_sampled.response_logprobs))
+    result = writer.finish()
+    if result.ungraded_skipped:
+        log.warning("%s: %d sampled node(s) not graded yet were left out", run_id, result.ungraded_skipped)
+    return result
+
+
+async def export_runs(bus, run_ids: Sequence[str], out_dir: str | Path, strict: bool = True,
+                      on_node: Callable[[int], None] | None = None) -> list[ExportResult]:
+    """Export each run to `out_dir/<run_id>/`. With `strict`, any invariant violation raises
+    `ArchiveInvariantError` after every run is written (the files stay, for inspection)."""
+    results = [await export_run(bus, rid, out_dir, on_node) for rid in run_ids]
+    violations = [v for r in results for v in r.violations]
+    for v in violations:
+        log.warning("invariant: %s", v)
+    if strict and violations:
+        raise ArchiveInvariantError(violations)
+    return results

@@ -1,0 +1,150 @@
+"""Join the per-node facts of a run into the seed's node records (no I/O).
+
+A node record is `node.sampled` (what the model wrote) + `node.executed` (what running it did) +
+`node.graded` (the final status and score) + the node's reward from its `group.scored` members.
+`RunFacts` collects the small facts of one run in one pass over the log, keyed by node id, so each
+`node.sampled` met later joins in O(1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from treegrpo.archive._schema import (
+    EXEC_TIMING_KEYS,
+    PHASES,
+    RESOURCE_KEYS,
+    ChatMessage,
+    GateNodeRecord,
+    NodeRecord,
+    RoundSummary,
+    TimingLine,
+    int_if_integral,
+)
+from treegrpo.v1 import events_pb2 as pb
+
+
+@dataclass
+class RoundFacts:
+    task: str
+    round: int
+    started: pb.RoundStarted | None = None
+    completed: pb.RoundCompleted | None = None
+    node_ids: list[str] = field(default_factory=list)  # node.graded order; export rewrites it in sampled order
+
+
+@dataclass
+class RunFacts:
+    """The small facts of one run: everything but the node.sampled bodies."""
+
+    run_id: str
+    started: pb.RunStarted | None = None
+    rounds: dict[tuple[str, int], RoundFacts] = field(default_factory=dict)
+    executed: dict[str, pb.NodeExecuted] = field(default_factory=dict)
+    graded: dict[str, pb.NodeGraded] = field(default_factory=dict)
+    rewards: dict[str, float] = field(default_factory=dict)
+    groups: dict[str, pb.GroupScored] = field(default_factory=dict)
+    steps: list[pb.LearnerStepped] = field(default_factory=list)
+    first_seen: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def round(self, task: str, round_: int) -> RoundFacts:
+        key = (task, round_)
+        if key not in self.rounds:
+            self.rounds[key] = RoundFacts(task, round_)
+        return self.rounds[key]
+
+    def add(self, event: pb.Event) -> None:
+        """Fold one event in; later facts with the same key replace earlier ones (last write wins)."""
+        kind = event.WhichOneof("body")
+        if kind == "run_started":
+            self.started = event.run_started
+        elif kind == "round_started":
+            self.round(event.round_started.task, event.round_started.round).started = event.round_started
+        elif kind == "round_completed":
+            self.round(event.round_completed.task, event.round_completed.round).completed = event.round_completed
+        elif kind == "node_executed":
+            self.executed[event.node_executed.node_id] = event.node_executed
+        elif kind == "node_graded":
+            self._add_graded(event)
+        elif kind == "group_scored":
+            self.groups[event.group_scored.sibling_group] = event.group_scored
+            for m in event.group_scored.members:
+                self.rewards[m.node_id] = m.reward
+        elif kind == "learner_stepped":
+            self.steps.append(event.learner_stepped)
+
+    def _add_graded(self, event: pb.Event) -> None:
+        g = event.node_graded
+        if g.node_id not in self.graded:
+            self.round(g.task, g.round).node_ids.append(g.node_id)
+            self.first_seen.setdefault((g.task, g.round), event.envelope.time)
+        self.graded[g.node_id] = g
+
+    @property
+    def resource_gate(self) -> bool:
+        if self.started is not None:
+            return self.started.resource_gate
+        return any(e.resource_gate for e in self.executed.values())
+
+
+def _opt(msg, name: str):
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def _none_if_empty(value: str) -> str | None:
+    return value or None
+
+
+def resources_dict(res: pb.Resources) -> dict[str, int | float]:
+    return {k: int_if_integral(getattr(res, k)) for k in RESOURCE_KEYS if res.HasField(k)}
+
+
+def node_record(graded: pb.NodeGraded, executed: pb.NodeExecuted | None, reward: float | None,
+                gate: bool, sampled: pb.NodeSampled | None = None) -> NodeRecord:
+    """One node's record. Without `sampled` the text fields stay empty (the report needs none of them)."""
+    cls = GateNodeRecord if gate else NodeRecord
+    rec = cls(id=graded.node_id, step=graded.step, round=graded.round, exp_id=graded.task,
+              parent_id=_opt(graded, "parent_id"), sibling_group=graded.sibling_group, mode=graded.mode)
+    if sampled is not None:
+        rec.plan, rec.code = sampled.plan, sampled.code
+        rec.raw_completion, rec.thinking = sampled.raw_completion, sampled.thinking
+        rec.prompt_messages = [ChatMessage(m.role, m.content) for m in sampled.prompt_messages]
+        rec.response_token_ids = list(sampled.response_token_ids)
+        rec.response_logprobs = list(sampled.response_logprobs)
+    if executed is not None:
+        rec.exc_type = _opt(executed, "exc_type")
+        rec.term_tail = executed.term_tail
+    rec.exec_time = graded.exec_time
+    rec.is_buggy, rec.status = graded.is_buggy, graded.status
+    rec.grade_error = _opt(graded, "grade_error")
+    rec.test_metric, rec.oriented = _opt(graded, "test_metric"), _opt(graded, "oriented")
+    rec.reward = reward
+    rec.source = _none_if_empty(graded.source)
+    if gate and executed is not None:
+        _fill_gate(rec, executed)
+    return rec
+
+
+def _fill_gate(rec: GateNodeRecord, ex: pb.NodeExecuted) -> None:
+    rec.resources = resources_dict(ex.resources) if ex.HasField("resources") else None
+    rec.decl_malformed = ex.decl_malformed
+    rec.decl_miss_reason = _opt(ex, "decl_miss_reason")
+    rec.decl_deps_ignored = ex.decl_deps_ignored
+    rec.where = _none_if_empty(ex.where)
+    if ex.HasField("exec_timings"):
+        rec.exec_timings = {k: getattr(ex.exec_timings, k) for k in EXEC_TIMING_KEYS}
+    rec.gpu_util = _opt(ex, "gpu_util")
+
+
+def round_summary(c: pb.RoundCompleted) -> RoundSummary:
+    return RoundSummary(
+        exp_id=c.task, round=c.round, model=c.model, adapter_path=c.adapter_path, nodes=c.nodes,
+        valid=c.valid, expansions=c.expansions, phase=c.phase,
+        best_test_metric=_opt(c, "best_test_metric"), best_node_id=_none_if_empty(c.best_node_id),
+        honest_test_metric=_opt(c, "honest_test_metric"), rollout_file=c.rollout_file,
+        workspace=c.workspace, gen_llm_seconds=c.gen_llm_seconds, gen_exec_seconds=c.gen_exec_seconds)
+
+
+def timing_line(s: pb.LearnerStepped) -> TimingLine:
+    phases = {k: getattr(s.phases_s, k) for k in PHASES if s.phases_s.HasField(k)}
+    return TimingLine(step=s.step, total_s=s.total_s, phases_s=phases)

@@ -1,0 +1,52 @@
+"""`treegrpo`: the command line. Core commands live here; the rest register in `_registry.py`."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import typer
+
+from treegrpo.cli._core import events_cmd, health_cmd, nats_app, serve_cmd, tail_cmd
+from treegrpo.cli._registry import COMMANDS
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                  help="Tree search + GRPO for ML-engineering agents, on NATS JetStream.")
+app.add_typer(nats_app, name="nats", help="The embedded nats-server")
+app.command("tail", help="Follow a run's events, human-readable")(tail_cmd)
+app.command("events", help="Dump a run's events (--json for JSON lines)")(events_cmd)
+app.command("serve", help="Run one service: sampler | executor | grader | learner")(serve_cmd)
+app.command("health", help="Exit 0 if NATS answers and the stream exists (probe for k8s)")(health_cmd)
+
+
+def _register(name: str, target: str, help_text: str) -> None:
+    module_name, attr = target.split(":")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except ModuleNotFoundError as exc:
+        # only hide a missing optional module of ours or an extra's dependency; real bugs surface
+        missing = exc.name or ""
+
+        def unavailable() -> None:
+            typer.secho(f"`treegrpo {name}` is unavailable: {missing} is not installed "
+                        f"(pip install 'treegrpo[dev]')", fg="red", err=True)
+            raise typer.Exit(2)
+
+        app.command(name, help=f"{help_text} (unavailable: {missing})")(unavailable)
+        return
+    if isinstance(obj, typer.Typer):
+        app.add_typer(obj, name=name, help=help_text)
+    else:
+        app.command(name, help=help_text)(obj)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    wanted = sys.argv[1] if len(sys.argv) > 1 else ""
+    for name, (target, help_text) in COMMANDS.items():
+        # import only the command being run (keeps `treegrpo tail` free of torch); all for --help
+        if wanted in ("", "--help", "-h", name):
+            _register(name, target, help_text)
+    app()

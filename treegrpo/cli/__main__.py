@@ -1,0 +1,3 @@
+from treegrpo.cli import main
+
+main()
