@@ -217,6 +217,8 @@ class LocalBackend:
         text = run.buf.decode("utf-8", "replace")
         term = tail(text, self.cfg.tail_lines, self.cfg.tail_bytes)
         rc = run.proc.returncode
+        if run.killed_for == (CRASHED, "ExecutorShutdown"):
+            raise SandboxError("executor shut down while the node ran; it will run again")
         if run.killed_for is not None:
             status, exc = run.killed_for
             return Outcome(status=status, exc_type=exc, exec_time=exec_time, term_tail=term)
@@ -230,8 +232,13 @@ class LocalBackend:
         return Outcome(status=OK, exec_time=exec_time, term_tail=term)
 
     async def close(self) -> None:
+        """Kill every running node (their messages are nak'ed and run again elsewhere)."""
         for run in list(self.running.values()):
             run.kill(CRASHED, "ExecutorShutdown")
+        for _ in range(100):
+            if not self.running:
+                break
+            await asyncio.sleep(0.1)
 
 
 def _interpreter_trees() -> list[str]:
