@@ -1,0 +1,70 @@
+"""The run file: one TOML with the RunSpec and each service's settings.
+
+    [run]        # RunSpec: tasks, rounds, tree shape, train, max_staleness, ...
+    [runner]     # RunnerSettings below
+    [sampler]    # SamplerConfig fields
+    [executor]   # ExecutorConfig fields
+    [grader]     # GraderConfig fields
+    [learner]    # LearnerConfig fields
+
+Service sections are validated by the services' own config classes before anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from treegrpo.config import ConfigError, RunSpec, Section, load, parse_overrides, read_toml
+
+SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
+
+
+class RunnerSettings(Section):
+    nats_url: str = Field(default="", description="Use this NATS instead of the embedded server (or the one `treegrpo nats up` runs)")
+    out_dir: str = Field(default="", description="Where the export and report go; empty = $TREEGRPO_HOME/runs/<run_id>")
+    restart_services: bool = Field(default=True, description="Restart a service process that died (crash or kill)")
+    max_restarts: int = Field(default=50, ge=0, description="Per service, then the run fails")
+    stop_grace_s: float = Field(default=20.0, gt=0, description="SIGTERM, then SIGKILL after this long")
+    timeout_s: float = Field(default=0.0, ge=0, description="Fail the run after this long (0 = no limit)")
+    learner_idle_s: float = Field(default=120.0, gt=0, description="After the last round, wait this long for a learner step before finishing anyway")
+    export: bool = Field(default=True, description="Write the seed-format data root at the end")
+    report: bool = Field(default=True, description="Write the report (Markdown + plots) at the end")
+    live: bool = Field(default=True, description="Live progress display (off: one line per round)")
+
+
+class RunFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: dict[str, Any] = Field(default_factory=dict)
+    runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    sampler: dict[str, Any] = Field(default_factory=dict)
+    executor: dict[str, Any] = Field(default_factory=dict)
+    grader: dict[str, Any] = Field(default_factory=dict)
+    learner: dict[str, Any] = Field(default_factory=dict)
+
+    def spec(self) -> RunSpec:
+        return load(RunSpec, None, self.run)
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(getattr(self, name))
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -> RunFile:
+    """The run file plus `--set section.key=value` overrides, validated (RunSpec included)."""
+    data = read_toml(path) if path else {}
+    data = deep_merge(data, parse_overrides(overrides or []))
+    try:
+        rf = RunFile.model_validate(data)
+    except Exception as exc:  # pydantic ValidationError: name the field
+        raise ConfigError(f"{path or 'run config'}: {exc}") from exc
+    rf.spec()  # raises ConfigError naming the field
+    return rf

@@ -1,0 +1,109 @@
+"""What the run has done so far, folded from its events; drives the live display and completion."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from treegrpo import events as ev_mod
+from treegrpo.v1 import events_pb2 as pb
+
+
+@dataclass
+class TaskProgress:
+    rounds_done: int = 0
+    round_now: int = 0
+    sampled: int = 0
+    graded: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    best: float | None = None
+
+
+@dataclass
+class Progress:
+    tasks: list[str]
+    rounds: int
+    train: bool
+    started: float = field(default_factory=time.time)
+    per_task: dict[str, TaskProgress] = field(default_factory=dict)
+    groups_scored: int = 0
+    learner_steps: int = 0
+    groups_trained: int = 0
+    groups_with_signal: int = 0
+    policy_version: int = 0
+    loaded_version: int = 0
+    dead_letters: int = 0
+    completed_by: str = ""
+    last_step_at: float = 0.0
+    seen: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        for t in self.tasks:
+            self.per_task.setdefault(t, TaskProgress())
+
+    def apply(self, event: pb.Event) -> None:
+        if event.envelope.event_id in self.seen:  # a replayed or duplicate fact counts once
+            return
+        self.seen.add(event.envelope.event_id)
+        kind = ev_mod.kind_of(event)
+        b = ev_mod.body_of(event)
+        tp = self.per_task.get(getattr(b, "task", ""), None)
+        if kind == "round.started" and tp:
+            tp.round_now = max(tp.round_now, b.round)
+        elif kind == "round.completed" and tp:
+            tp.rounds_done += 1
+            if b.HasField("best_test_metric"):
+                tp.best = b.best_test_metric
+        elif kind == "node.sampled" and tp:
+            tp.sampled += 1
+        elif kind == "node.graded" and tp:
+            tp.graded += 1
+            tp.statuses[b.status] += 1
+        elif kind == "group.scored":
+            self.groups_scored += 1
+        elif kind == "learner.step":
+            self.learner_steps += 1
+            self.groups_trained += len(b.sibling_groups)
+            self.groups_with_signal += b.groups_with_signal
+            self.policy_version = max(self.policy_version, b.policy_version)
+            self.last_step_at = time.time()
+        elif kind == "policy.loaded":
+            self.loaded_version = max(self.loaded_version, b.version)
+        elif kind == "run.completed":
+            self.completed_by = event.envelope.producer
+
+    @property
+    def rollout_done(self) -> bool:
+        return all(tp.rounds_done >= self.rounds for tp in self.per_task.values())
+
+    @property
+    def training_done(self) -> bool:
+        return not self.train or self.learner_steps >= self.rounds
+
+    def status_counts(self) -> Counter:
+        total: Counter = Counter()
+        for tp in self.per_task.values():
+            total.update(tp.statuses)
+        return total
+
+    def table(self, services: dict[str, tuple[bool, int]] | None = None) -> Table:
+        elapsed = time.time() - self.started
+        t = Table(title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
+                        f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
+                        f"groups {self.groups_scored} scored, {self.groups_trained} trained, "
+                        f"{self.groups_with_signal} with signal", title_justify="left")
+        for col in ("task", "round", "sampled", "graded", "ok", "crashed", "timeout", "other", "best"):
+            t.add_column(col, justify="right" if col != "task" else "left")
+        for name, tp in self.per_task.items():
+            st = tp.statuses
+            other = sum(v for k, v in st.items() if k not in ("ok", "crashed", "timeout"))
+            t.add_row(name, f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})", str(tp.sampled), str(tp.graded),
+                      f"[green]{st['ok']}[/]", f"[red]{st['crashed']}[/]", f"[yellow]{st['timeout']}[/]",
+                      str(other), "—" if tp.best is None else f"{tp.best:.4g}")
+        if services:
+            line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({r} restarts)" for n, (alive, r) in services.items())
+            t.caption = line
+        return t

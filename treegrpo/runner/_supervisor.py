@@ -1,0 +1,101 @@
+"""Service processes: start, watch, restart on death, stop by PID.
+
+Each service is its own process (`python -m treegrpo.cli serve NAME --config FILE`), so a crash
+or a kill of one is survivable: the supervisor starts it again, and the service resumes from its
+durable consumer position. PIDs are written to `<run_dir>/pids.json` (the fault-injection tests
+read it to kill services at random moments).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Supervisor:
+    def __init__(self, run_dir: Path, max_restarts: int = 50, restart: bool = True):
+        self.run_dir = run_dir
+        self.max_restarts = max_restarts
+        self.restart = restart
+        self.procs: dict[str, Proc] = {}
+        self.gave_up: list[str] = []
+
+    def add_service(self, name: str, config_path: Path, env: dict[str, str]) -> None:
+        argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--config", str(config_path)]
+        self.procs[name] = Proc(name, argv, self.run_dir / "logs" / f"{name}.log", env)
+
+    def _spawn(self, p: Proc) -> None:
+        p.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(p.log_path, "ab")
+        log.write(f"\n==== start {time.strftime('%H:%M:%S')} (restart {p.restarts}) ====\n".encode())
+        log.flush()
+        p.proc = subprocess.Popen(p.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **p.env},
+                                  start_new_session=True)
+        p.started_at = time.time()
+        log.close()
+        self._write_pids()
+
+    def start_all(self) -> None:
+        for p in self.procs.values():
+            self._spawn(p)
+
+    def check(self) -> list[str]:
+        """Restart dead services; returns lines describing what happened."""
+        notes = []
+        for p in self.procs.values():
+            if p.alive or p.name in self.gave_up:
+                continue
+            code = p.proc.returncode if p.proc else None
+            if not self.restart or p.restarts >= self.max_restarts:
+                self.gave_up.append(p.name)
+                notes.append(f"{p.name} exited ({code}); not restarting")
+                continue
+            p.restarts += 1
+            notes.append(f"{p.name} exited ({code}); restart #{p.restarts}")
+            self._spawn(p)
+        return notes
+
+    def stop_all(self, grace_s: float = 20.0) -> None:
+        for p in self.procs.values():
+            if p.alive:
+                p.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for p in self.procs.values():
+            if p.proc is None:
+                continue
+            try:
+                p.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.proc.kill()
+                p.proc.wait(5)
+        self._write_pids()
+
+    def pids(self) -> dict[str, int]:
+        return {n: p.proc.pid for n, p in self.procs.items() if p.alive}
+
+    def _write_pids(self) -> None:
+        path = self.run_dir / "pids.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.pids()))
+        tmp.replace(path)

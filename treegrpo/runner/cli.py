@@ -1,0 +1,59 @@
+"""`treegrpo run CONFIG` and `treegrpo demo`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from treegrpo.config import ConfigError
+from treegrpo.runner._config import load_run_file
+
+console = Console(highlight=False)
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.toml"
+
+
+def _execute(config: Path | None, overrides: list[str], resume: str) -> int:
+    from treegrpo.runner._run import execute
+
+    try:
+        rf = load_run_file(config, overrides)
+    except ConfigError as exc:
+        console.print(f"[red]config error:[/] {exc}")
+        return 2
+    try:
+        result = asyncio.run(execute(rf, resume=resume, console=console))
+    except KeyboardInterrupt:
+        return 130
+    except ConfigError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
+    return {"completed": 0, "stopped": 130}.get(result.outcome, 1)
+
+
+def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], [runner], [sampler], ...)"),
+        resume: str = typer.Option("", "--resume", help="Resume this run id from the log"),
+        no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
+        max_staleness: int | None = typer.Option(None, "--max-staleness", help="0 = sync (the seed); k = async up to k versions"),
+        set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set run.rounds=3 --set sampler.sampling.temperature=0.8")) -> None:
+    """Start NATS and the four services, run every round, then export and report."""
+    overrides = list(set_)
+    if no_train:
+        overrides.append("run.train=false")
+    if max_staleness is not None:
+        overrides.append(f"run.max_staleness={max_staleness}")
+    raise typer.Exit(_execute(config, overrides, resume))
+
+
+def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no SFT warm start)"),
+         set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
+    """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds."""
+    overrides = list(set_)
+    if not skip_sft:
+        from services.learner.sft import prepare_demo_policy
+
+        model_dir = prepare_demo_policy()
+        overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
+    raise typer.Exit(_execute(DEMO_CONFIG, overrides, ""))
