@@ -1,0 +1,38 @@
+"""Every shipped example config parses with the config classes that will read it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from treegrpo.cli._core import service_class
+from treegrpo.cli._registry import SERVICES
+from treegrpo.config import load, read_toml
+from treegrpo.runner._config import SERVICE_NAMES, load_run_file
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("**/*.toml"))
+
+
+def _service_for(path: Path) -> str | None:
+    for name in SERVICES:
+        if name in path.stem.split("-") or path.parent.name == name:
+            return name
+    return None
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_example_config_parses(path):
+    data = read_toml(path)
+    if "run" in data or "runner" in data:
+        rf = load_run_file(path)
+        for name in SERVICE_NAMES:
+            load(service_class(name).config_cls, None, rf.section(name))
+        return
+    name = _service_for(path)
+    assert name, f"{path.name}: name it after its service (e.g. deploy-executor.toml) or give it a [run] table"
+    load(service_class(name).config_cls, path)
+
+
+def test_there_are_example_configs():
+    assert len(CONFIGS) >= 3
