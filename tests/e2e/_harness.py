@@ -1,0 +1,98 @@
+"""Helpers for end-to-end runs: a private $TREEGRPO_HOME with a tiny model and the built-in tasks,
+`treegrpo run` as a real process tree, and reading the run's log back afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from treegrpo import events as ev
+from treegrpo.bus import Bus
+from treegrpo.embedded import EmbeddedNats
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def prepare_home(home: Path, size: str = "tiny") -> Path:
+    """Build the tiny model (tokenizer trained on little text: seconds) and the built-in tasks."""
+    from services.grader.tasks import ensure_builtin_tasks
+    from services.sampler._model_builder import build_model
+
+    model = home / "models" / size
+    if not (model / "config.json").exists():
+        build_model(model, size=size, vocab_size=2048, tokenizer_bytes=1 << 20)
+    ensure_builtin_tasks(home)
+    return model
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TREEGRPO_")}
+    return {**env, "TREEGRPO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+
+
+def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = None) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / config)]
+    for o in overrides:
+        argv += ["--set", o]
+    out = open(log_path or home / "run.log", "ab")
+    return subprocess.Popen(argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                            start_new_session=True)
+
+
+def run_ids(home: Path) -> list[str]:
+    runs = home / "runs"
+    return sorted(p.name for p in runs.iterdir()) if runs.exists() else []
+
+
+@dataclass
+class RunLog:
+    counts: Counter = field(default_factory=Counter)        # event kind -> count (as stored)
+    node_ids: list[str] = field(default_factory=list)       # node.sampled, in stream order
+    groups_scored: list[str] = field(default_factory=list)
+    groups_trained: list[str] = field(default_factory=list)
+    graded_status: Counter = field(default_factory=Counter)
+    steps: list = field(default_factory=list)
+
+
+def read_log(home: Path, run_id: str) -> RunLog:
+    """Start a nats-server on the run's store (after the run stopped its own) and fold the log."""
+
+    async def fold() -> RunLog:
+        out = RunLog()
+        bus = await Bus.connect(server.url, "test/reader", 10)
+        async for _, e in bus.replay(run_id):
+            kind = ev.kind_of(e)
+            out.counts[kind] += 1
+            b = ev.body_of(e)
+            if kind == "node.sampled":
+                out.node_ids.append(b.node_id)
+            elif kind == "group.scored":
+                out.groups_scored.append(b.sibling_group)
+            elif kind == "learner.step":
+                out.groups_trained += list(b.sibling_groups)
+                out.steps.append(b)
+            elif kind == "node.graded":
+                out.graded_status[b.status] += 1
+        await bus.close(2)
+        return out
+
+    server = EmbeddedNats(home / "nats" / "data").start()
+    try:
+        return asyncio.run(fold())
+    finally:
+        server.stop()
+
+
+def export_records(export_dir: Path) -> list[dict]:
+    rows = []
+    for path in sorted(export_dir.rglob("*.jsonl")):
+        if path.name == "timing.jsonl":
+            continue
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
