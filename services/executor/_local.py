@@ -201,7 +201,7 @@ class LocalBackend:
 
     async def _watch_usage(self, run: _Run, ws: wsmod.Workspace, job: Job) -> None:
         """Workspace disk (all files together; RLIMIT_FSIZE only bounds each file) and resident memory."""
-        disk_cap = job.limits.ephemeral_gib * GIB
+        disk_cap = job.limits.ephemeral_gib * GIB * 1.02 + 2**20  # block slack: one full file is FSIZE's case
         mem_cap = job.limits.mem_gib * GIB
         while True:
             await asyncio.sleep(self.cfg.local.disk_poll_s)

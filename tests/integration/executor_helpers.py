@@ -1,0 +1,60 @@
+"""Helpers shared by the executor's integration tests (not a test module)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import psutil
+
+from services.executor import ExecutorConfig, Job, Limits, LocalBackend, Outcome, parse_declaration
+
+UID_BASE = 61000
+
+
+def make_config(tmp: Path, **over) -> ExecutorConfig:
+    local = {"workspace_root": str(tmp / "ws"), "hidden_paths": [], "disk_poll_s": 0.2,
+             "sandbox_uid_base": UID_BASE, **over.pop("local", {})}
+    caps = {"cpu": 1, "mem_gib": 1, "nproc": 64, "output_bytes": 2 * 2**20, "ephemeral_gib": 0.05,
+            **over.pop("caps", {})}
+    return ExecutorConfig(timeout_s=over.pop("timeout_s", 20), max_concurrency=over.pop("max_concurrency", 2),
+                          public_data_roots=over.pop("public_data_roots", [str(tmp / "public")]),
+                          local=local, caps=caps, **over)
+
+
+async def started(cfg: ExecutorConfig) -> LocalBackend:
+    backend = LocalBackend(cfg)
+    await backend.start()
+    return backend
+
+
+async def run_code(backend: LocalBackend, code: str, node: str = "n1", task: str = "t", run: str = "r1") -> Outcome:
+    decl = parse_declaration(code, backend.cfg.gate)
+    return await backend.run(Job(run, node, task, code, Limits.for_node(decl, backend.cfg)))
+
+
+def sandbox_processes(n_slots: int = 8) -> list[psutil.Process]:
+    uids = set(range(UID_BASE, UID_BASE + n_slots))
+    found = []
+    for p in psutil.process_iter(["uids"]):
+        if p.info["uids"] and p.info["uids"].real in uids:
+            found.append(p)
+    return found
+
+
+async def assert_healthy(backend: LocalBackend) -> None:
+    """Nothing of a finished node survives, no workspace is left, and a normal node still runs."""
+    assert sandbox_processes() == [], "a sandboxed process outlived its node"
+    assert backend.running == {}
+    assert list(Path(backend.cfg.local.workspace_root).iterdir()) == []
+    out = await run_code(backend, "open('submission/submission.csv','w').write('id\\n1\\n')\n", node="health")
+    assert out.status == "ok" and out.submission == b"id\n1\n"
+
+
+def world_readable_dir() -> Path:
+    """A folder every uid can traverse (pytest's tmp_path is under a 0700 folder), so a test that
+    hides a file there proves the jail's mask and not just the folder's permissions."""
+    path = Path(tempfile.mkdtemp(prefix="tg-exec-test-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    return path
