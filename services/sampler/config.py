@@ -56,16 +56,22 @@ class GrpcSettings(Section):
     published_wait_s: float = Field(default=10.0, ge=0, description="How long a push waits for its policy.published announcement before refusing")
 
 
+class ReplaySettings(Section):
+    source_dir: str = Field(default="", description="Folder of completions served instead of sampling: *.py files (wrapped in a python fence) or *.txt/*.md raw completions, chosen by the seeded RNG")
+    delay_s: float = Field(default=0.0, ge=0, description="Sleep this long per group: a controllable generation time (pipeline and overlap tests)")
+
+
 class SamplerConfig(Settings):
     """The sampler service: the agent that grows every task's tree and samples its nodes."""
 
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_SAMPLER_", extra="forbid", env_nested_delimiter="__")
 
-    backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Model backend")
+    backend: Literal["hf", "vllm", "openai", "replay"] = Field(default="hf", description="Model backend (replay: fixed completions scored under the hf model, for load and overlap tests)")
     model: str = Field(default="", description="Base model folder; empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)")
     hf: HfSettings = Field(default_factory=HfSettings, description="hf backend settings")
     vllm: VllmSettings = Field(default_factory=VllmSettings, description="vllm backend settings")
     openai: OpenAISettings = Field(default_factory=OpenAISettings, description="openai backend settings")
+    replay: ReplaySettings = Field(default_factory=ReplaySettings, description="replay backend settings")
     sampling: SamplingSettings = Field(default_factory=SamplingSettings, description="Sampling parameters")
     prompts: PromptSettings = Field(default_factory=PromptSettings, description="Prompt switches")
     grpc: GrpcSettings = Field(default_factory=GrpcSettings, description="Weight receiver (learner pushes adapters here)")
