@@ -84,3 +84,47 @@ def register() -> str:
         AttentionInterface.register(NAME, packed_attention)
         _state["registered"] = True
     return NAME
+
+
+# ---- linear-attention layers (Qwen3.5's Gated DeltaNet) ----------------------------------------
+def _fla_available() -> bool:
+    try:
+        import fla  # noqa: F401
+        return True
+    except Exception:  # an import error or a missing GPU toolchain
+        return False
+
+
+def _conv_per_sequence(original):
+    """Wrap transformers' causal_conv1d_fn so its 4-tap window never reaches into the previous
+    packed sequence (the reference path convolves the whole row as one sequence)."""
+    def conv(hidden_states, weight, bias=None, activation=None, **kwargs):
+        cu = kwargs.get("cu_seq_lens_q")
+        if cu is None or hidden_states.shape[0] != 1:
+            return original(hidden_states, weight, bias, activation=activation)
+        bounds = cu.tolist()
+        parts_ = [original(hidden_states[:, :, s:e], weight, bias, activation=activation)
+                  for s, e in zip(bounds[:-1], bounds[1:], strict=True)]
+        return torch.cat(parts_, dim=-1)
+    conv._tg_packed = True  # type: ignore[attr-defined]
+    return conv
+
+
+def packing_is_exact(model) -> bool:
+    """Whether several sequences may share one packed row for this model.
+
+    Softmax attention honours the boundaries through `tg_packed`. Linear-attention layers
+    (Qwen3.5) need flash-linear-attention's varlen `chunk_gated_delta_rule` and a boundary-aware
+    short convolution; without fla the reference recurrence would carry state across sequences,
+    so the learner then packs one sequence per micro-batch instead."""
+    cfg = getattr(model, "config", None)
+    cfg = getattr(cfg, "text_config", None) or cfg
+    if "linear_attention" not in (getattr(cfg, "layer_types", None) or []):
+        return True
+    if not _fla_available():
+        return False
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
+
+    if not getattr(mq.causal_conv1d_fn, "_tg_packed", False):
+        mq.causal_conv1d_fn = _conv_per_sequence(mq.causal_conv1d_fn)
+    return True

@@ -9,22 +9,24 @@ from pathlib import Path
 import torch
 
 from services.learner._attention import register as register_packed_attention
-from services.learner.config import ALL_LINEAR, LoraSettings
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def lora_config(s: LoraSettings):
+def lora_config(s):
     from peft import LoraConfig
 
-    targets = ALL_LINEAR if s.target_modules == "all-linear" else list(s.target_modules)
+    # peft's "all-linear": every nn.Linear but the LM head (Qwen3.5's linear-attention projections too)
+    targets = "all-linear" if s.target_modules == "all-linear" else list(s.target_modules)
     return LoraConfig(r=s.r, lora_alpha=s.alpha, lora_dropout=s.dropout, target_modules=targets,
                       bias="none", task_type="CAUSAL_LM")
 
 
-def wrap_lora(base: torch.nn.Module, s: LoraSettings, adapter_dir: str | Path | None = None):
-    """Attach a fresh adapter (or load one from `adapter_dir`); LoRA weights are kept in float32."""
+def wrap_lora(base: torch.nn.Module, s, adapter_dir: str | Path | None = None):
+    """Attach a fresh adapter (or load one from `adapter_dir`); LoRA weights are kept in float32.
+
+    `s` has r, alpha, dropout, target_modules (a LoraSettings or any object alike)."""
     from peft import PeftModel, get_peft_model
 
     if adapter_dir is not None:

@@ -29,7 +29,7 @@ class MicroBatch:
     samples: list[int]            # indices into the caller's sequence list, in packing order
     input_ids: torch.Tensor       # [1, T]
     position_ids: torch.Tensor    # [1, T], restarting at 0 per sequence
-    cu_seqlens: torch.Tensor      # [n + 1] int32
+    cu_seqlens: torch.Tensor      # [n + 1] int64
     max_len: int
     rows: torch.Tensor            # [M] positions whose hidden state predicts a response token
     targets: torch.Tensor         # [M] the response tokens predicted
@@ -88,7 +88,7 @@ def build(seqs: Sequence[SeqSpec], members: list[int]) -> MicroBatch:
         samples=list(members),
         input_ids=torch.tensor([ids], dtype=torch.long),
         position_ids=torch.tensor([pos], dtype=torch.long),
-        cu_seqlens=torch.tensor(cu, dtype=torch.int32),
+        cu_seqlens=torch.tensor(cu, dtype=torch.long),
         max_len=max(lens),
         rows=torch.tensor(rows, dtype=torch.long),
         targets=torch.tensor(targets, dtype=torch.long),

@@ -9,8 +9,6 @@ from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
 
-ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
 
 class LoraSettings(Section):
     r: int = Field(default=32, ge=1, description="LoRA rank (the seed: 32)")
@@ -50,7 +48,7 @@ class LearnerConfig(Settings):
     recompute_proximal: Literal["auto", "always"] = Field(
         default="auto", description="auto: with one optimizer step per batch the proximal logprobs equal the training forward's (detached), so the old_log_prob pass is skipped")
     groups_per_step: int = Field(default=0, ge=0, description="Groups per step; 0 = tasks x expansions (sync: one step per round)")
-    micro_batch_tokens: int = Field(default=16384, ge=16, description="Token budget of one packed micro-batch")
+    micro_batch_tokens: int = Field(default=16384, ge=1, description="Token budget of one packed micro-batch")
     logprob_chunk_tokens: int = Field(default=2048, ge=1, description="Rows of the LM head computed at once (never the full logits)")
     gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (for budgets that do not fit)")
     max_response_tokens: int = Field(default=0, ge=0, description="Truncate responses to this many tokens for training; 0 keeps all")

@@ -1,0 +1,255 @@
+"""One GRPO/PPO step of the LoRA policy on a batch of samples: packing, forward passes, update.
+
+Phases timed here (the seed's names): `old_log_prob` (proximal logprobs, skipped when one
+optimizer step per batch makes them equal to the training forward's, detached), `ref` (the base
+policy with the adapter disabled; only with a KL coefficient) and `update_actor`.
+Samples with zero advantage contribute no gradient (without KL) and are not even forwarded, but
+their tokens still count in the token-mean denominator, so the update equals training on all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from services.learner._attention import packing_is_exact
+from services.learner._logprobs import chunked_logprobs
+from services.learner._loss import LossSettings, policy_loss, token_weights
+from services.learner._model import adapter_disabled, parts
+from services.learner._packing import MicroBatch, SeqSpec, pack
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """What one step needs to know (a plain dataclass: the GPU benchmark runs without pydantic)."""
+
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    tis_cap: float = 2.0
+    kl_coef: float = 0.0
+    aggregation: str = "token-mean"
+    ppo_epochs: int = 1
+    mini_batches: int = 1
+    recompute_proximal: str = "auto"
+    micro_batch_tokens: int = 16384
+    logprob_chunk_tokens: int = 2048
+    max_response_tokens: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @classmethod
+    def from_config(cls, cfg) -> TrainerSettings:
+        """From a LearnerConfig (any object with these attribute names)."""
+        names = cls.__dataclass_fields__
+        return cls(**{n: getattr(cfg, n) for n in names})
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    group: str
+    node_id: str
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    behaviour_logprobs: tuple[float, ...]
+    advantage: float
+    staleness: int = 0
+
+
+@dataclass
+class StepOutput:
+    metrics: dict[str, float]
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class PolicyTrainer:
+    def __init__(self, model, cfg: TrainerSettings):
+        if not isinstance(cfg, TrainerSettings):
+            cfg = TrainerSettings.from_config(cfg)
+        self.model, self.cfg = model, cfg
+        self.device = torch.device(cfg.device)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the model has no trainable parameters (no adapter attached?)")
+        fused = self.device.type == "cuda"
+        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
+                                     weight_decay=cfg.weight_decay, fused=fused)
+        self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
+        self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
+        # one sequence per micro-batch where packed rows would leak state between sequences
+        self.budget = cfg.micro_batch_tokens if packing_is_exact(model) else 1
+
+    # ---- forward -----------------------------------------------------------------------------
+    def _amp(self):
+        if self.autocast:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logp, entropy) of every response token of a packed micro-batch, in row order."""
+        decoder, head = parts(self.model)
+        with self._amp():
+            out = decoder(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False,
+                          cu_seq_lens_q=mb.cu_seqlens, cu_seq_lens_k=mb.cu_seqlens,
+                          max_length_q=mb.max_len, max_length_k=mb.max_len)
+            hidden = out.last_hidden_state[0].index_select(0, mb.rows)
+            return chunked_logprobs(hidden, head, mb.targets, self.cfg.logprob_chunk_tokens)
+
+    @torch.no_grad()
+    def logprobs(self, seqs: Sequence[SeqSpec], adapter: bool = True) -> list[torch.Tensor]:
+        """Per-sequence response logprobs (CPU float32) under the policy, or the base without adapter."""
+        out: list[torch.Tensor | None] = [None] * len(seqs)
+        ctx = contextlib.nullcontext() if adapter else adapter_disabled(self.model)
+        with ctx:
+            for mb in pack(seqs, self.budget):
+                logp, _ = self.forward(mb.to(self.device))
+                for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens)):
+                    out[mb.samples[k]] = part
+        return out  # type: ignore[return-value]
+
+    # ---- the step ----------------------------------------------------------------------------
+    def _prepare(self, samples: Sequence[TrainSample]) -> list[TrainSample]:
+        cap = self.cfg.max_response_tokens
+        if not cap:
+            return list(samples)
+        return [TrainSample(s.group, s.node_id, s.prompt_ids, s.response_ids[:cap], s.behaviour_logprobs[:cap],
+                            s.advantage, s.staleness) for s in samples]
+
+    def _active(self, samples: Sequence[TrainSample]) -> list[int]:
+        return [i for i, s in enumerate(samples)
+                if s.response_ids and (s.advantage != 0.0 or self.cfg.kl_coef > 0)]
+
+    def step(self, samples: Sequence[TrainSample]) -> StepOutput:
+        samples = self._prepare(samples)
+        seqs = [SeqSpec(s.prompt_ids, s.response_ids) for s in samples]
+        active = self._active(samples)
+        updates = self.cfg.ppo_epochs * self.cfg.mini_batches
+        phases: dict[str, float] = {"old_log_prob": 0.0, "ref": 0.0}
+        prox = ref = None
+        if active and (self.cfg.recompute_proximal == "always" or updates > 1):
+            t = time.perf_counter()
+            prox = self._by_index(active, self.logprobs([seqs[i] for i in active]), len(samples))
+            _sync(self.device)
+            phases["old_log_prob"] = time.perf_counter() - t
+        if active and self.cfg.kl_coef > 0:
+            t = time.perf_counter()
+            ref = self._by_index(active, self.logprobs([seqs[i] for i in active], adapter=False), len(samples))
+            _sync(self.device)
+            phases["ref"] = time.perf_counter() - t
+        t = time.perf_counter()
+        metrics = self._update(samples, seqs, active, prox, ref)
+        _sync(self.device)
+        phases["update_actor"] = time.perf_counter() - t
+        tokens = sum(len(s.response_ids) for s in samples)
+        metrics["tokens"] = float(tokens)
+        metrics["tokens_trained"] = float(sum(len(samples[i].response_ids) + len(samples[i].prompt_ids) for i in active))
+        metrics["sequences"] = float(len(samples))
+        metrics["sequences_trained"] = float(len(active))
+        return StepOutput(metrics=metrics, phases=phases)
+
+    @staticmethod
+    def _by_index(active: list[int], values: list[torch.Tensor], n: int) -> list[torch.Tensor | None]:
+        out: list[torch.Tensor | None] = [None] * n
+        for i, v in zip(active, values, strict=True):
+            out[i] = v
+        return out
+
+    def _update(self, samples, seqs, active, prox, ref) -> dict[str, float]:
+        acc: dict[str, list[float]] = defaultdict(list)
+        chunks = _split(list(range(len(samples))), self.cfg.mini_batches)
+        for _epoch in range(self.cfg.ppo_epochs):
+            for members in chunks:
+                self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
+        return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
+
+    def _optimizer_step(self, samples, seqs, members, active, prox, ref, acc) -> None:
+        weights = token_weights([len(samples[i].response_ids) for i in members], self.cfg.aggregation)
+        weight_of = dict(zip(members, weights, strict=True))
+        todo = [i for i in members if i in active]
+        self.opt.zero_grad(set_to_none=True)
+        total_loss = 0.0
+        for mb in pack([seqs[i] for i in todo], self.budget):
+            idx = [todo[k] for k in mb.samples]
+            loss, stats = self._micro(mb.to(self.device), idx, samples, weight_of, prox, ref)
+            loss.backward()
+            total_loss += float(loss.detach())
+            for k, v in stats.items():
+                acc[k].append(v)
+        limit = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.params, limit) if todo else torch.tensor(0.0)
+        if todo:
+            self.opt.step()
+        acc["loss"].append(total_loss)
+        acc["grad_norm"].append(float(norm))
+
+    def _micro(self, mb: MicroBatch, idx, samples, weight_of, prox, ref):
+        logp, entropy = self.forward(mb)
+        dev = logp.device
+
+        def rows(values) -> torch.Tensor:
+            return torch.cat([torch.as_tensor(values[i], dtype=torch.float32) for i in idx]).to(dev)
+
+        p = rows(prox) if prox is not None else logp.detach()
+        behav = torch.cat([_behaviour(samples[i], p_part) for i, p_part in
+                           zip(idx, torch.split(p.cpu(), mb.response_lens), strict=True)]).to(dev)
+        per_row = lambda f: torch.cat([torch.full((n,), f(i), dtype=torch.float32)  # noqa: E731
+                                       for i, n in zip(idx, mb.response_lens, strict=True)]).to(dev)
+        adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
+        r = rows(ref) if ref is not None else None
+        loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r)
+        out = {k: float(v.mean()) for k, v in stats.items()}
+        out["clipfrac"] = out.pop("clipped")
+        out["entropy"] = float(entropy.mean())
+        out["behaviour_mismatch"] = float((p - behav).abs().mean())
+        return loss, out
+
+    # ---- state -------------------------------------------------------------------------------
+    def state(self) -> dict:
+        import random
+
+        import numpy as np
+
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        return {"optimizer": self.opt.state_dict(), "rng": rng}
+
+    def load_state(self, state: dict) -> None:
+        import random
+
+        import numpy as np
+
+        self.opt.load_state_dict(state["optimizer"])
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def _behaviour(s: TrainSample, prox_part: torch.Tensor) -> torch.Tensor:
+    """Behaviour logprobs as recorded by the sampler; the proximal ones where none were recorded."""
+    if len(s.behaviour_logprobs) != len(s.response_ids):
+        return prox_part.float()
+    return torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
+
+
+def _split(items: list[int], parts_: int) -> list[list[int]]:
+    parts_ = max(1, min(parts_, len(items))) if items else 1
+    size = math.ceil(len(items) / parts_) if items else 0
+    return [items[i:i + size] for i in range(0, len(items), size)] if items else [[]]
