@@ -13,7 +13,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from treegrpo import events as ev
-from treegrpo.archive._schema import EXEC_TIMING_KEYS, PHASES, RESOURCE_KEYS, GateNodeRecord, NodeRecord, TimingLine
+from treegrpo.archive._schema import (
+    EXEC_TIMING_KEYS,
+    PHASES,
+    RESOURCE_KEYS,
+    GateNodeRecord,
+    NodeRecord,
+    TimingLine,
+)
 from treegrpo.config.run import RunSpec, TreeSettings
 from treegrpo.v1 import events_pb2 as pb
 

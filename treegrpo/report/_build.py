@@ -1,0 +1,84 @@
+"""Build the report: load runs (bus or seed-format root), compute, write Markdown + JSON + PNGs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from treegrpo.report import _plots
+from treegrpo.report._advantage import ESTIMATORS
+from treegrpo.report._data import RunData, load_from_bus, load_from_root
+from treegrpo.report._metrics import RunMetrics, compute
+from treegrpo.report._output import as_json, markdown
+
+
+@dataclass
+class Report:
+    runs: list[RunMetrics]
+    out_dir: Path
+    markdown_path: Path
+    json_path: Path
+    plots: dict[str, str] = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+
+
+async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
+    """`source` is a connected Bus, or the path of a seed-format root (or run directory)."""
+    if isinstance(source, str | Path):
+        runs = load_from_root(source)
+        if run_ids:
+            wanted = set(run_ids)
+            missing = wanted - {r.run_id for r in runs}
+            if missing:
+                raise LookupError(f"no run(s) {', '.join(sorted(missing))} under {source}")
+            runs = [r for r in runs if r.run_id in wanted]
+        return runs
+    ids = list(run_ids) or await source.run_ids()
+    return [await load_from_bus(source, rid) for rid in ids]
+
+
+def _tree_round(data: RunData, round_: int | None) -> tuple[str, int] | None:
+    keys = sorted({(r.round, r.exp_id) for r in data.records})
+    if not keys:
+        return None
+    if round_ is not None:
+        match = [k for k in keys if k[0] == round_]
+        if not match:
+            raise LookupError(f"run {data.run_id} has no round {round_}")
+        return match[0][1], round_
+    done = [k for k in keys if (k[1], k[0]) in data.summaries] or keys
+    return done[-1][1], done[-1][0]
+
+
+def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = "grpo_valid_only",
+                 gpus: int = 1, tree_round: int | None = None) -> Report:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = [compute(d, estimator, gpus) for d in runs]
+    plots = {"Crash rate by round": _plots.crash_rate_by_round(metrics, out / "crash_rate_by_round.png").name,
+             "Best test metric by round": _plots.best_metric_by_round(metrics, out / "best_metric_by_round.png").name}
+    if any(m.phases for m in metrics):
+        plots["Per-step phases"] = _plots.phase_bars(metrics, out / "phases.png").name
+    if runs and (which := _tree_round(runs[0], tree_round)):
+        task, rnd = which
+        recs = [r for r in runs[0].records if r.exp_id == task and r.round == rnd]
+        name = f"tree_{runs[0].run_id}_round_{rnd}.png"
+        plots[f"Tree of {runs[0].run_id} round {rnd} ({task})"] = \
+            _plots.round_tree(recs, f"{runs[0].run_id} · {task} · round {rnd}", out / name).name
+    md = out / "report.md"
+    md.write_text(markdown(metrics, plots, gpus, estimator))
+    data = as_json(metrics, plots, gpus, estimator)
+    js = out / "report.json"
+    js.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    return Report(metrics, out, md, js, plots, data)
+
+
+async def build_report(source, run_ids: Sequence[str], out_dir: str | Path, estimator: str = "grpo_valid_only",
+                       gpus: int = 1, tree_round: int | None = None) -> Report:
+    """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root)."""
+    return write_report(await load_runs(source, run_ids), out_dir, estimator, gpus, tree_round)

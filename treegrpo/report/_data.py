@@ -1,0 +1,87 @@
+"""What the report reads, from either source: the bus (a run's events) or a seed-format root.
+
+Both give the same `RunData`: light node records (no prompt, code or logprobs), round summaries,
+timing lines. So the seed's runs (imported or read straight from files) and new runs are measured
+by the same code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from treegrpo.archive import (
+    GateNodeRecord,
+    NodeRecord,
+    Problem,
+    RoundSummary,
+    TimingLine,
+    collect_facts,
+    find_runs,
+    node_record,
+    read_nodes,
+    read_run,
+    round_summary,
+    timing_line,
+)
+
+REPORT_KINDS = ("run.started", "round.started", "round.completed", "node.executed", "node.graded",
+                "group.scored", "learner.step")
+
+
+@dataclass
+class RunData:
+    run_id: str
+    records: list[NodeRecord] = field(default_factory=list)
+    summaries: dict[tuple[str, int], RoundSummary] = field(default_factory=dict)
+    timing: list[TimingLine] = field(default_factory=list)
+    step_groups: dict[int, list[str]] = field(default_factory=dict)  # step -> sibling groups trained on
+    source: str = ""
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def gate(self) -> bool:
+        return any(isinstance(r, GateNodeRecord) for r in self.records)
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({r.exp_id for r in self.records} | {t for t, _ in self.summaries})
+
+
+def _light(r: NodeRecord) -> NodeRecord:
+    return dataclasses.replace(r, plan="", code="", raw_completion="", thinking="", prompt_messages=[],
+                               response_token_ids=[], response_logprobs=[], term_tail="")
+
+
+async def load_from_bus(bus, run_id: str) -> RunData:
+    facts = await collect_facts(bus, run_id, REPORT_KINDS)
+    if not facts.graded and facts.started is None and not facts.steps:
+        raise LookupError(f"run {run_id!r} has no events on the bus")
+    data = RunData(run_id, source=f"bus:{run_id}")
+    gate = facts.resource_gate
+    for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
+        rf = facts.rounds[key]
+        for nid in rf.node_ids:
+            g = facts.graded[nid]
+            data.records.append(node_record(g, facts.executed.get(nid), facts.rewards.get(nid), gate))
+        if rf.completed is not None:
+            data.summaries[key] = round_summary(rf.completed)
+    for s in facts.steps:
+        data.timing.append(timing_line(s))
+        if s.sibling_groups:
+            data.step_groups[s.step] = list(s.sibling_groups)
+    return data
+
+
+def load_from_root(path: str | Path) -> list[RunData]:
+    out = []
+    for run_dir in find_runs(path):
+        run = read_run(run_dir)
+        data = RunData(run.run_id, timing=run.timing, source=str(run_dir), problems=run.problems)
+        for rnd in run.rounds:
+            data.records += [_light(r) for r in read_nodes(rnd, run.problems)]
+            if rnd.summary is not None:
+                data.summaries[(rnd.task, rnd.round)] = rnd.summary
+        out.append(data)
+    return out

@@ -1,0 +1,198 @@
+"""The seed's measurements of one run, computed from its node records, summaries and timing lines."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+from treegrpo.archive import PHASES, STATUSES, GateNodeRecord, NodeRecord
+from treegrpo.report._advantage import has_signal
+from treegrpo.report._data import RunData
+
+
+@dataclass
+class Ratio:
+    k: int = 0
+    n: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        return self.k / self.n if self.n else None
+
+
+@dataclass
+class GpuStats:
+    declared: int  # nodes whose parsed declaration asks for >= 1 GPU
+    gpu_idle_errors: int  # nodes killed for leaving a declared GPU idle (exc_type GpuIdleError)
+    malformed: int  # decl_malformed: the # /// script block could not be parsed
+    miss_reasons: dict[str, int]
+
+
+@dataclass
+class RoundRow:
+    task: str
+    round: int
+    nodes: int
+    valid: int
+    crash_rate: float | None
+    best_test_metric: float | None
+    best_oriented: float | None
+    from_summary: bool
+
+
+@dataclass
+class PhaseStat:
+    median_s: float
+    share: float  # sum of this phase over steps / sum of total_s
+
+
+@dataclass
+class Signal:
+    estimator: str
+    groups: int  # complete sibling groups (all G members recorded) with rewards
+    with_signal: int
+    partial_groups: int  # groups of a round that stopped mid-group: not counted above
+    trained_groups: int  # complete groups of rounds that have a logged training step
+    trained_with_signal: int
+    gpu_hours: float | None  # sum(total_s) x gpus / 3600
+    per_gpu_hour: float | None  # trained_with_signal / gpu_hours
+
+    @property
+    def share(self) -> float | None:
+        return self.with_signal / self.groups if self.groups else None
+
+
+@dataclass
+class RunMetrics:
+    run_id: str
+    source: str
+    schema: str
+    tasks: list[str]
+    nodes: int
+    statuses: dict[str, int]
+    crash_rate: float | None
+    valid_rate: float | None
+    improve_keeps_valid: Ratio
+    debug_fixes_parent: Ratio
+    gpu: GpuStats | None
+    rounds: list[RoundRow]
+    steps: int
+    total_s_median: float | None
+    phases: dict[str, PhaseStat]
+    node_cost_s: float | None  # median over steps of total_s / nodes that step trained on
+    signal: Signal
+    problems: list[str] = field(default_factory=list)
+
+
+def _rate(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def _parent_outcomes(records: list[NodeRecord]) -> tuple[Ratio, Ratio]:
+    """Follow parent_id across the whole run (every round, partial ones included)."""
+    status = {r.id: r.status for r in records}
+    improve, debug = Ratio(), Ratio()
+    for r in records:
+        parent = status.get(r.parent_id) if r.parent_id else None
+        if parent is None:
+            continue
+        if r.mode == "improve" and parent == "ok":
+            improve.n += 1
+            improve.k += r.status == "ok"
+        elif r.mode == "debug" and parent != "ok":
+            debug.n += 1
+            debug.k += r.status == "ok"
+    return improve, debug
+
+
+def _gpu(records: list[NodeRecord]) -> GpuStats | None:
+    gated = [r for r in records if isinstance(r, GateNodeRecord)]
+    if not gated:
+        return None
+    return GpuStats(
+        declared=sum(bool(r.resources) and (r.resources.get("gpu") or 0) >= 1 for r in gated),
+        gpu_idle_errors=sum(r.exc_type == "GpuIdleError" for r in records),
+        malformed=sum(r.decl_malformed for r in gated),
+        miss_reasons=dict(sorted(Counter(r.decl_miss_reason for r in gated if r.decl_miss_reason).items())))
+
+
+def _rounds(data: RunData) -> list[RoundRow]:
+    by_round: dict[tuple[str, int], list[NodeRecord]] = {}
+    for r in data.records:
+        by_round.setdefault((r.exp_id, r.round), []).append(r)
+    rows = []
+    for key in sorted(set(by_round) | set(data.summaries), key=lambda k: (k[1], k[0])):
+        recs = by_round.get(key, [])
+        valid = [r for r in recs if r.status == "ok" and r.oriented is not None]
+        best = max(valid, key=lambda r: r.oriented, default=None)
+        s = data.summaries.get(key)
+        rows.append(RoundRow(
+            task=key[0], round=key[1], nodes=len(recs), valid=sum(r.status == "ok" for r in recs),
+            crash_rate=_rate(sum(r.status == "crashed" for r in recs), len(recs)),
+            best_test_metric=s.best_test_metric if s else (best.test_metric if best else None),
+            best_oriented=best.oriented if best else None, from_summary=s is not None))
+    return rows
+
+
+def _phases(data: RunData) -> dict[str, PhaseStat]:
+    total = sum(t.total_s for t in data.timing)
+    out = {}
+    for p in PHASES:
+        vals = [t.phases_s[p] for t in data.timing if p in t.phases_s]
+        if vals:
+            out[p] = PhaseStat(statistics.median(vals), sum(vals) / total if total else 0.0)
+    return out
+
+
+def _node_cost(data: RunData) -> float | None:
+    per_group = Counter(r.sibling_group for r in data.records)
+    per_round = Counter(r.round for r in data.records)
+    costs = []
+    for t in data.timing:
+        groups = data.step_groups.get(t.step)
+        nodes = sum(per_group[g] for g in groups) if groups else per_round.get(t.step, 0)
+        if nodes:
+            costs.append(t.total_s / nodes)
+    return statistics.median(costs) if costs else None
+
+
+def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
+    groups: dict[str, list[NodeRecord]] = {}
+    for r in data.records:
+        groups.setdefault(r.sibling_group, []).append(r)
+    size = max((len(g) for g in groups.values()), default=0)
+    trained_groups = {g for gs in data.step_groups.values() for g in gs}
+    stepped_rounds = {t.step for t in data.timing}
+    sig = Signal(estimator, 0, 0, 0, 0, 0, None, None)
+    for gid, members in groups.items():
+        if len(members) < size or any(m.reward is None for m in members):
+            sig.partial_groups += 1
+            continue
+        signal = has_signal([m.reward for m in members], [m.status == "ok" for m in members], estimator)
+        sig.groups += 1
+        sig.with_signal += signal
+        # a group was trained on if the learner says so, else (seed runs) if its round's step was logged
+        if gid in trained_groups or (not trained_groups and members[0].round in stepped_rounds):
+            sig.trained_groups += 1
+            sig.trained_with_signal += signal
+    if data.timing:
+        sig.gpu_hours = sum(t.total_s for t in data.timing) * gpus / 3600
+        sig.per_gpu_hour = sig.trained_with_signal / sig.gpu_hours if sig.gpu_hours else None
+    return sig
+
+
+def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) -> RunMetrics:
+    recs = data.records
+    counts = Counter(r.status for r in recs)
+    statuses = {s: counts.get(s, 0) for s in STATUSES} | {s: c for s, c in sorted(counts.items()) if s not in STATUSES}
+    improve, debug = _parent_outcomes(recs)
+    totals = [t.total_s for t in data.timing]
+    return RunMetrics(
+        run_id=data.run_id, source=data.source, schema="32-key (resource gate)" if data.gate else "25-key",
+        tasks=data.tasks, nodes=len(recs), statuses=statuses,
+        crash_rate=_rate(counts.get("crashed", 0), len(recs)), valid_rate=_rate(counts.get("ok", 0), len(recs)),
+        improve_keeps_valid=improve, debug_fixes_parent=debug, gpu=_gpu(recs), rounds=_rounds(data),
+        steps=len(data.timing), total_s_median=statistics.median(totals) if totals else None,
+        phases=_phases(data), node_cost_s=_node_cost(data), signal=_signal(data, estimator, gpus),
+        problems=[str(p) for p in data.problems])

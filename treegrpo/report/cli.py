@@ -1,0 +1,59 @@
+"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E]`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+
+from treegrpo.report._advantage import ESTIMATORS
+from treegrpo.report._build import build_report
+from treegrpo.report._output import print_rich
+
+
+async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_round: int | None, nats: str):
+    paths = [r for r in runs if Path(r).is_dir()]
+    if paths:  # seed-format roots or run directories on disk
+        if len(paths) != len(runs):
+            raise typer.BadParameter("give either run ids on the bus or directories, not both")
+        from treegrpo.report._build import write_report
+        from treegrpo.report._data import load_from_root
+
+        data = [d for p in paths for d in load_from_root(p)]
+        return write_report(data, out, estimator, gpus, tree_round)
+    from treegrpo.bus import Bus
+    from treegrpo.nats_url import resolve_nats_url
+
+    bus = await Bus.connect(resolve_nats_url(nats), "report/cli")
+    try:
+        return await build_report(bus, runs, out, estimator, gpus, tree_round)
+    finally:
+        await bus.close()
+
+
+def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, or seed-format roots / run dirs; none = every run on the bus")] = None,
+           out: Annotated[Path, typer.Option("--out", "-o", help="Where report.md, report.json and the PNGs go")] = Path("report"),
+           as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON instead of tables")] = False,
+           estimator: Annotated[str, typer.Option(help=f"Advantage estimator: {', '.join(ESTIMATORS)}")] = "grpo_valid_only",
+           gpus: Annotated[int, typer.Option(min=1, help="GPUs per training step, for GPU-hours = Σ total_s × GPUs")] = 1,
+           tree_round: Annotated[int, typer.Option(help="Round of the first run to draw as a tree (default: its last complete one)")] = None,
+           nats: Annotated[str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")] = "") -> None:
+    """The capability report of one or more runs: printed, and written as Markdown + PNG plots."""
+    if estimator not in ESTIMATORS:
+        raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
+    try:
+        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats))
+    except LookupError as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    if as_json:
+        sys.stdout.write(orjson.dumps(rep.data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    console = Console()
+    print_rich(rep.runs, console)
+    console.print(f"report: {rep.markdown_path} (+ {len(rep.plots)} plots, {rep.json_path.name})")
