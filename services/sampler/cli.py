@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -17,7 +18,7 @@ console = Console()
 
 @model_app.command("init")
 def init(
-    out_dir: Path = typer.Argument(None, help="Folder to write; default $TREEGRPO_HOME/models/<size>"),
+    out_dir: Annotated[Path | None, typer.Argument(help="Folder to write; default $TREEGRPO_HOME/models/<size>")] = None,
     size: str = typer.Option("small", help="tiny (tests) | small (embedded default, ~13M) | base (~30M)"),
     vocab_size: int = typer.Option(8192, help="BPE vocabulary size"),
     seed: int = typer.Option(0, help="Seed of the random weights"),

@@ -115,7 +115,12 @@ class HfBackend:
             else:
                 if name == self._adapter:  # re-load of the serving version: swap through a fresh name
                     name = f"{name}_{int(time.time() * 1000)}"
-                self.model.load_adapter(str(adapter_dir), adapter_name=name, is_trainable=False)
+                try:
+                    self.model.load_adapter(str(adapter_dir), adapter_name=name, is_trainable=False)
+                except Exception:
+                    if name in self.model.peft_config:  # drop a half-registered adapter; the old one serves on
+                        self.model.delete_adapter(name)
+                    raise
                 self.model.set_adapter(name)
                 self.model.delete_adapter(self._adapter)
             self._adapter, self._version = name, version

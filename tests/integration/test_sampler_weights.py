@@ -1,0 +1,137 @@
+"""Adapter hot-swap over gRPC against a real nats-server: verified, confirmed, refused when bad."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+
+import pytest
+import torch
+
+from services.sampler import AdapterLoader, SamplingParams, VersionGate, WeightReceiver, build_model, push_adapter
+from services.sampler.backends._hf import HfBackend
+from treegrpo import events
+from treegrpo.bus import ADAPTERS
+from treegrpo.v1 import events_pb2 as pb
+
+pytestmark = pytest.mark.timeout(120)
+RUN = "wrun"
+MSGS = [{"role": "user", "content": "Write a script."}]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_model(tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024,
+                       tokenizer_bytes=1 << 20)
+
+
+def adapter_tar(model_dir, tmp_path, seed: int) -> bytes:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
+                          LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    out = tmp_path / f"adapter{seed}"
+    peft.save_pretrained(out)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in sorted(out.iterdir()):
+            tar.add(f, arcname=f.name)
+    return buf.getvalue()
+
+
+async def announce(bus, version: int, data: bytes) -> pb.PolicyPublished:
+    key = f"{RUN}/v{version}.tar"
+    sha, size = await bus.put_object(ADAPTERS, key, data)
+    body = pb.PolicyPublished(version=version, adapter_key=key, sha256=sha, bytes=size, step=version)
+    await bus.publish(events.make_event(RUN, "learner/test", body))
+    return body
+
+
+@pytest.fixture
+async def receiver(bus, tiny, tmp_path):
+    backend = HfBackend(tiny)
+    loader = AdapterLoader(backend, bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1",
+                           published_wait_s=1.0)
+    rec = WeightReceiver(loader, "127.0.0.1", 0)
+    await rec.start()
+    try:
+        yield rec
+    finally:
+        await rec.stop()
+
+
+async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(bus, tiny, tmp_path, receiver):
+    assert receiver.address.startswith("127.0.0.1:") and receiver.port > 0
+    data = adapter_tar(tiny, tmp_path, 1)
+    await announce(bus, 1, data)
+    ack = await push_adapter(receiver.address, RUN, 1, data, chunk_bytes=4096)
+    assert ack.accepted, ack.reason
+    assert ack.version == 1 and ack.sha256 == hashlib.sha256(data).hexdigest()
+    loaded = await bus.last_event(RUN, "policy.loaded", ("1", "s1"))
+    assert loaded is not None and loaded.policy_loaded.sha256 == ack.sha256
+    assert receiver.loader.backend.version == 1
+    again = await push_adapter(receiver.address, RUN, 1, data)  # a retried push is idempotent
+    assert again.accepted and again.version == 1
+
+
+async def test_corrupt_truncated_or_unannounced_pushes_are_refused_and_the_old_version_serves(
+        bus, tiny, tmp_path, receiver):
+    good = adapter_tar(tiny, tmp_path, 1)
+    await announce(bus, 1, good)
+    assert (await push_adapter(receiver.address, RUN, 1, good)).accepted
+    v2 = adapter_tar(tiny, tmp_path, 2)
+    await announce(bus, 2, v2)
+
+    flipped = bytearray(v2)
+    flipped[len(v2) // 2] ^= 0xFF
+    sha = hashlib.sha256(v2).hexdigest()
+    corrupt = await _push_raw(receiver.address, 2, bytes(flipped), sha, len(v2))
+    assert not corrupt.accepted and "sha256 mismatch" in corrupt.reason
+
+    truncated = await _push_raw(receiver.address, 2, v2[: len(v2) // 3], sha, len(v2))
+    assert not truncated.accepted and "truncated" in truncated.reason
+
+    other = adapter_tar(tiny, tmp_path, 3)  # self-consistent, but not what policy.published announced
+    mismatch = await push_adapter(receiver.address, RUN, 2, other)
+    assert not mismatch.accepted and "policy.published" in mismatch.reason
+
+    unannounced = await push_adapter(receiver.address, RUN, 5, other)
+    assert not unannounced.accepted and "no policy.published" in unannounced.reason
+
+    garbage = b"not a tar at all" * 100
+    await announce(bus, 3, garbage)
+    bad_tar = await push_adapter(receiver.address, RUN, 3, garbage)
+    assert not bad_tar.accepted and "corrupt adapter archive" in bad_tar.reason
+
+    backend = receiver.loader.backend
+    assert backend.version == 1 and corrupt.version == 1 and receiver.refusals == 5
+    assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids
+    assert await bus.last_event(RUN, "policy.loaded", ("2", "s1")) is None
+    ok = await push_adapter(receiver.address, RUN, 2, v2)
+    assert ok.accepted and backend.version == 2
+
+
+async def test_a_published_version_can_be_pulled_from_the_object_store(bus, tiny, tmp_path, receiver):
+    data = adapter_tar(tiny, tmp_path, 4)
+    published = await announce(bus, 1, data)
+    result = await receiver.loader.pull(RUN, published)
+    assert result.accepted and receiver.loader.backend.version == 1
+    assert await bus.last_event(RUN, "policy.loaded", ("1", "s1")) is not None
+
+
+async def _push_raw(address: str, version: int, data: bytes, sha: str, total: int):
+    import grpc
+
+    from treegrpo.v1 import weights_pb2 as wpb
+    from treegrpo.v1 import weights_pb2_grpc as wgrpc
+
+    def chunks():
+        for off in range(0, len(data), 2048):
+            yield wpb.AdapterChunk(run_id=RUN, version=version, sha256=sha, total_bytes=total, offset=off,
+                                   data=data[off:off + 2048])
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await wgrpc.WeightSyncStub(channel).PushAdapter(chunks(), timeout=30)
