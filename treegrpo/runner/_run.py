@@ -53,15 +53,19 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
     """Each service's config: the run file's section plus what the runner wires together."""
     home = treegrpo_home()
     model = rf.sampler.get("model") or spec.model or str(home / "models" / "small")
-    common = {"nats": {"url": url}, "telemetry": {"jsonl_path": str(run_dir / "traces.jsonl")}}
+    common = {"nats": {"url": url}}
     wiring = {
-        "sampler": {"model": model, "grpc": {"port": grpc_port, "host": "127.0.0.1"}},
+        # the runner says run.completed once training caught up too, not when rollout ends
+        "sampler": {"model": model, "grpc": {"port": grpc_port, "host": "127.0.0.1"}, "publish_run_completed": False},
         "executor": {},
         "grader": {},
         "learner": {"model": rf.learner.get("model") or model, "run_id": spec.run_id,
                     "sampler_endpoints": [f"127.0.0.1:{grpc_port}"]},
     }
-    return {n: deep_merge(deep_merge(common, wiring[n]), rf.section(n)) for n in SERVICE_NAMES}
+    # one span file per service: several processes appending to one file could interleave lines
+    traces = {n: {"telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")}} for n in SERVICE_NAMES}
+    (run_dir / "traces").mkdir(parents=True, exist_ok=True)
+    return {n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICE_NAMES}
 
 
 def validate_sections(sections: dict[str, dict]) -> None:
