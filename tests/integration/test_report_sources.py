@@ -1,0 +1,60 @@
+"""The report measures imported seed runs on the bus exactly as it measures the files themselves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.archive_gen import generate
+from treegrpo.archive import import_root
+from treegrpo.archive.cli import app as archive_app
+from treegrpo.report import build_report
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _numbers(report) -> list[dict]:
+    runs = report.data["runs"]
+    for r in runs:
+        r.pop("source")
+    return runs
+
+
+async def test_report_from_the_bus_equals_report_from_the_seed_root(bus, tmp_path):
+    src = tmp_path / "seed"
+    generate(src, "small")
+    ids = [r.run_id for r in await import_root(bus, src)]
+    from_files = await build_report(src, ids, tmp_path / "files", "grpo_valid_only", gpus=2)
+    from_bus = await build_report(bus, ids, tmp_path / "bus", "grpo_valid_only", gpus=2)
+    assert _numbers(from_bus) == _numbers(from_files)
+    assert (tmp_path / "bus" / "report.md").read_text().count("\n| crash rate |") == 1
+    assert {p.name for p in (tmp_path / "bus").glob("*.png")} == {p.name for p in (tmp_path / "files").glob("*.png")}
+
+
+def test_archive_and_report_commands_end_to_end(nats_server, tmp_path):
+    src = tmp_path / "seed"
+    generate(src, "small")
+    runner = CliRunner()
+    res = runner.invoke(archive_app, ["import", str(src), "--nats", nats_server.url])
+    assert res.exit_code == 0, res.output
+    assert "s25_full: 32 nodes" in res.output
+    res = runner.invoke(archive_app, ["export", "s25_full", "s32_full", "--out", str(tmp_path / "out"),
+                                      "--nats", nats_server.url])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "out" / "s32_full" / "timing.jsonl").is_file()
+
+    import typer
+
+    from treegrpo.report.cli import report
+
+    cmd = typer.Typer()
+    cmd.command()(report)
+    res = runner.invoke(cmd, [str(tmp_path / "out"), "--json", "--out", str(tmp_path / "rep"), "--estimator", "rloo"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["estimator"] == "rloo" and [r["run_id"] for r in data["runs"]] == ["s25_full", "s32_full"]
+    res = runner.invoke(cmd, ["s25_full", "--out", str(tmp_path / "rep2"), "--nats", nats_server.url])
+    assert res.exit_code == 0, res.output
+    assert "improve keeps a valid parent valid" in res.output and (tmp_path / "rep2" / "report.md").is_file()
