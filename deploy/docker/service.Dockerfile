@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1.7
+# One image per service, each with only its own extra:
+#   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=grader -t treegrpo/grader:0.1.0 .
+# (docker compose -f deploy/compose.yaml build does this for all four.)
+#
+# The base is pinned to an exact Python and Debian release. Its digest could not be checked here
+# (no registry access besides PyPI/Debian/npm); pin it yourself with
+#   docker buildx imagetools inspect python:3.11.14-slim-bookworm
+# and --build-arg PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:<digest>.
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+
+# ---- build: a virtual environment holding treegrpo[<service>] and nothing else --------------------
+FROM ${PYTHON_IMAGE} AS build
+ARG SERVICE
+# Extra packages on top of the extra, e.g. the ML stack the executor's local sandbox gives scripts
+# ("numpy pandas scikit-learn pillow"), or "vllm==<version>" for a GPU sampler.
+ARG EXTRA_PACKAGES=""
+RUN case "${SERVICE}" in sampler|executor|grader|learner) ;; \
+      *) echo "build with --build-arg SERVICE=sampler|executor|grader|learner" >&2; exit 1;; esac
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/treegrpo
+WORKDIR /src
+# Dependencies first (their layer survives code edits), then the code.
+COPY pyproject.toml README.md ./
+COPY treegrpo ./treegrpo
+COPY services ./services
+RUN /opt/treegrpo/bin/pip install ".[${SERVICE}]" ${EXTRA_PACKAGES} \
+ && /opt/treegrpo/bin/treegrpo --help >/dev/null
+
+# ---- runtime: the venv, a non-root user, no compilers, no source tree ------------------------------
+FROM ${PYTHON_IMAGE} AS runtime
+ARG SERVICE
+LABEL org.opencontainers.image.title="treegrpo-${SERVICE}" \
+      org.opencontainers.image.description="treegrpo ${SERVICE} service (treegrpo serve ${SERVICE})"
+RUN groupadd --system --gid 10001 treegrpo \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/treegrpo --create-home \
+            --shell /usr/sbin/nologin treegrpo
+COPY --from=build /opt/treegrpo /opt/treegrpo
+ENV PATH=/opt/treegrpo/bin:${PATH} \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    TREEGRPO_HOME=/var/lib/treegrpo \
+    TREEGRPO_SERVICE=${SERVICE}
+USER 10001:10001
+WORKDIR /var/lib/treegrpo
+ENTRYPOINT ["treegrpo"]
+CMD ["--help"]
