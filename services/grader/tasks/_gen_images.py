@@ -16,7 +16,8 @@ OUT = 32
 
 
 def _rgb(rng: np.random.Generator, base: tuple[int, int, int], spread: int) -> tuple[int, int, int]:
-    return tuple(int(np.clip(b + rng.integers(-spread, spread + 1), 0, 255)) for b in base)
+    jitter = rng.integers(-spread, spread + 1, 3).tolist()
+    return tuple(min(255, max(0, int(b) + j)) for b, j in zip(base, jitter, strict=True))
 
 
 def _finish(rng: np.random.Generator, img: Image.Image, noise: float) -> np.ndarray:
@@ -100,28 +101,41 @@ def plant_scene(rng: np.random.Generator, label: int) -> np.ndarray:
 FUR = ((60, 50, 45), (150, 110, 70), (200, 190, 175), (110, 100, 95), (215, 160, 90), (30, 30, 30))
 
 
+def _cat_ears(draw: ImageDraw.ImageDraw, cx: float, cy: float, r: float, fur, width: float) -> None:
+    for side in (-1, 1):
+        bx = cx + side * r * 0.55
+        draw.polygon([(bx - width, cy - r * 0.6), (bx + width, cy - r * 0.6), (bx + side * 3, cy - r - 9)], fill=fur)
+
+
+def _dog_ears(draw: ImageDraw.ImageDraw, cx: float, cy: float, r: float, fur) -> None:
+    for side in (-1, 1):
+        ex = cx + side * r * 0.95
+        draw.ellipse([ex - 5, cy - r * 0.6, ex + 5, cy + r * 0.7], fill=tuple(max(0, c - 35) for c in fur))
+
+
 def pet_scene(rng: np.random.Generator, is_dog: bool) -> np.ndarray:
+    """Cues are tendencies, not rules: some dogs prick their ears, some cats show a muzzle."""
     img = Image.new("RGB", (S, S), _rgb(rng, (140, 140, 140), 70))
     draw = ImageDraw.Draw(img)
     _blotches(rng, draw, 5, (130, 130, 120), 60, 3, 9)
     fur = _rgb(rng, FUR[int(rng.integers(len(FUR)))], 25)
-    cx, cy = rng.uniform(24, 40), rng.uniform(28, 40)
-    r = rng.uniform(12, 17)
-    if is_dog:  # long ears hanging at the sides, a protruding muzzle
-        for side in (-1, 1):
-            ex = cx + side * r * 0.95
-            draw.ellipse([ex - 5, cy - r * 0.6, ex + 5, cy + r * 0.7], fill=tuple(max(0, c - 35) for c in fur))
-        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fur)
+    cx, cy = rng.uniform(22, 42), rng.uniform(26, 42)
+    r = rng.uniform(11, 17)
+    pricked = rng.random() < (0.15 if is_dog else 0.92)
+    if pricked:
+        _cat_ears(draw, cx, cy, r, fur, 7 if is_dog else 6)
+    else:
+        _dog_ears(draw, cx, cy, r, fur)
+    draw.ellipse([cx - r, cy - r * 0.9, cx + r, cy + r * 0.9], fill=fur)
+    if rng.random() < (0.9 if is_dog else 0.1):  # a protruding muzzle with a dark nose
         draw.ellipse([cx - r * 0.5, cy + r * 0.1, cx + r * 0.5, cy + r * 1.0], fill=_rgb(rng, fur, 30))
         draw.ellipse([cx - 2.5, cy + r * 0.25, cx + 2.5, cy + r * 0.25 + 4], fill=(20, 15, 15))
-    else:  # upright triangular ears, a flat face, a small nose
-        for side in (-1, 1):
-            bx = cx + side * r * 0.55
-            draw.polygon([(bx - 6, cy - r * 0.6), (bx + 6, cy - r * 0.6), (bx + side * 3, cy - r - 9)], fill=fur)
-        draw.ellipse([cx - r, cy - r * 0.9, cx + r, cy + r * 0.9], fill=fur)
+    else:
         draw.polygon([(cx - 2, cy + 2), (cx + 2, cy + 2), (cx, cy + 4)], fill=(200, 120, 120))
-    eye = _rgb(rng, (40, 40, 20) if is_dog else (120, 160, 40), 30)
+    green = rng.random() < (0.35 if is_dog else 0.65)
+    eye = _rgb(rng, (120, 160, 40) if green else (40, 40, 20), 30)
     for side in (-1, 1):
         ex = cx + side * r * 0.4
         draw.ellipse([ex - 2, cy - r * 0.3 - 2, ex + 2, cy - r * 0.3 + 2], fill=eye)
+    _blotches(rng, draw, int(rng.integers(0, 3)), (130, 130, 120), 60, 3, 7)  # occluders
     return _finish(rng, img, noise=16.0)
