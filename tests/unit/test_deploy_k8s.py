@@ -213,3 +213,21 @@ def _name_like(overlay: str, kind: str, prefix: str) -> str:
     names = [d["metadata"]["name"] for d in objects(overlay, kind) if d["metadata"]["name"].startswith(prefix + "-")]
     assert len(names) == 1, (prefix, names)
     return names[0]
+
+
+def test_make_secret_prints_a_valid_secret_with_a_fresh_hex_password_for_every_nats_user():
+    import base64
+    import os
+
+    env = {**os.environ, "PATH": f"{Path(kubectl()).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    runs = [subprocess.run(["sh", str(K8S / "make-secret.sh")], capture_output=True, text=True, env=env,
+                           timeout=60) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    first, second = (yaml.safe_load(r.stdout) for r in runs)
+    kubernetes_validate.validate(first, K8S_VERSION, strict=True)
+    assert first["metadata"] == {"name": "treegrpo-nats-users", "namespace": "treegrpo"}
+    wanted = {u.lower() for u in re.findall(r"\$TG_(\w+)_PASSWORD", (K8S / "base/nats/accounts.conf").read_text())}
+    assert set(first["data"]) == wanted
+    for key, value in first["data"].items():
+        assert re.fullmatch(r"[0-9a-f]{48}", base64.b64decode(value).decode()), key  # URL-safe in nats://u:p@host
+        assert value != second["data"][key]
