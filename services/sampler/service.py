@@ -88,6 +88,13 @@ class SamplerService(Service):
         log.info("sampler %s: backend %s, weights at %s (written to %s)", self.instance, self.backend.name,
                  address, addr_file)
         self._pump_task = asyncio.create_task(self._pump())
+        await self._resume_open_runs()
+
+    async def _resume_open_runs(self) -> None:
+        """After a restart the facts that would wake us may all be acked already: look for open runs."""
+        for run_id in await self.bus.run_ids():
+            if await self.bus.last_event(run_id, "run.completed") is None:
+                await self.ensure_run(run_id)
 
     async def on_stop(self) -> None:
         for task in [self._pump_task, *self._busy.values(), *self._pulls.values()]:

@@ -24,14 +24,18 @@ import asyncio
 import itertools
 import logging
 import os
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.sampler.backends._base import Completion, SamplingParams
+
+if TYPE_CHECKING:
+    from services.sampler.config import SamplerConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,20 @@ class VllmSettings(BaseModel):
     seed: int = Field(default=0, description="Engine seed (per-request seeds come from SamplingParams.seed)")
 
 
+def build(config: SamplerConfig) -> VllmBackend:
+    """The backend from the sampler's config (fields of its `vllm` section that this one knows)."""
+    from services.sampler.backends import resolve_model_path
+
+    section = config.vllm
+    if not isinstance(section, VllmSettings):
+        known = VllmSettings.model_fields
+        section = VllmSettings(**{k: v for k, v in section.model_dump().items() if k in known})
+    path = resolve_model_path(config)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"no model at {path}: build one with `treegrpo model init {path}`")
+    return VllmBackend(path, section)
+
+
 class VllmBackend:
     """The `Backend` protocol on vLLM's AsyncLLM. The engine starts on first use (or `await start()`)."""
 
@@ -75,6 +93,7 @@ class VllmBackend:
         self._lora: Any = None                       # LoRARequest now serving; None = base model
         self._inflight: Counter[int] = Counter()      # lora id -> requests running on it
         self._retired: set[int] = set()               # ids replaced by a newer load, still in the engine
+        self.last_swap_seconds = 0.0
 
     @property
     def version(self) -> int:
@@ -161,6 +180,7 @@ class VllmBackend:
         folder = Path(adapter_dir).resolve()
         if not (folder / "adapter_config.json").is_file():
             raise ValueError(f"adapter v{version}: {folder} has no adapter_config.json")
+        started = time.perf_counter()
         async with self._load_lock:
             lora_id = next(self._ids)
             request = LoRARequest(f"{self.settings.lora_name_prefix}-v{version}-{lora_id}", lora_id, str(folder))
@@ -171,7 +191,8 @@ class VllmBackend:
             old, self._lora, self._version = self._lora, request, version
             if old is not None:
                 self._retired.add(old.lora_int_id)
-            log.info("vllm: serving v%d as %s", version, request.lora_name)
+        self.last_swap_seconds = time.perf_counter() - started
+        log.info("vllm: serving v%d as %s (%.2fs)", version, request.lora_name, self.last_swap_seconds)
         await self._drop_retired()
 
     async def _drop_retired(self) -> None:

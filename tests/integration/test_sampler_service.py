@@ -1,0 +1,232 @@
+"""The sampler service against a real nats-server and a real (tiny, local) model.
+
+The test plays the executor + grader's part of the loop: it consumes `node.sampled` and answers
+with `node.executed`, `node.graded` and `group.scored` facts, deterministic per node, so the
+sampler's tree policy, round summaries, staleness gate and crash recovery are exercised for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import tarfile
+from collections import defaultdict
+
+import pytest
+
+from services.sampler import SamplerConfig, build_model
+from services.sampler.service import SamplerService
+from treegrpo import events
+from treegrpo.bus import ADAPTERS, STREAM, Consumer
+from treegrpo.config import RunSpec
+from treegrpo.v1 import events_pb2 as pb
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_model(tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024,
+                       tokenizer_bytes=1 << 20)
+
+
+@pytest.fixture
+def public(tmp_path):
+    root = tmp_path / "public"
+    task = root / "spooky-mini"
+    task.mkdir(parents=True)
+    (task / "description.md").write_text("# Spooky mini\nPredict the author of each sentence. Log loss.")
+    (task / "train.csv").write_text("id,text,author\nid1,It was dark.,EAP\nid2,The thing.,HPL\n")
+    return root
+
+
+def config(tiny, public, nats_server, tmp_path, **kw) -> SamplerConfig:
+    return SamplerConfig(model=str(tiny), nats={"url": nats_server.url}, workdir=str(tmp_path / "sampler"),
+                         prompts={"task_roots": [str(public)]}, sampling={"max_new_tokens": 12},
+                         grpc={"port": 0, "pull_after_s": 0.3}, **kw)
+
+
+async def start(cfg: SamplerConfig, instance: str = "s1"):
+    svc = SamplerService(cfg, instance)
+    await svc.setup()
+    return svc, asyncio.create_task(svc.run())
+
+
+async def stop(svc, task):
+    await svc.stop()
+    await task
+    await svc.close()
+
+
+async def kill(svc, task):
+    """As abrupt as in-process gets: no drain, no acks, in-flight generation abandoned."""
+    svc.stopping.set()
+    task.cancel()
+    for t in [svc._pump_task, *svc._busy.values()]:
+        t.cancel()
+    await svc.receiver.stop(0)
+    await svc.bus.nc.close()
+
+
+async def begin(bus, **spec_kw) -> RunSpec:
+    spec = RunSpec(**spec_kw)
+    body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=spec.tasks, rounds=spec.rounds,
+                         train=spec.train, max_staleness=spec.max_staleness)
+    await bus.publish(events.make_event(spec.run_id, "cli/test", body))
+    return spec
+
+
+def outcome(node: pb.NodeSampled) -> tuple[str, float | None]:
+    """Deterministic grades: every third sibling is valid, with a metric that depends on its place."""
+    ok = node.index_in_group % 3 == 0
+    return ("ok", 0.3 + 0.05 * node.index_in_group + 0.01 * node.step) if ok else ("crashed", None)
+
+
+@contextlib.asynccontextmanager
+async def grading(bus):
+    """Answer every node.sampled with executed + graded facts, and each full group with group.scored."""
+    seen: dict[str, dict[str, pb.NodeSampled]] = defaultdict(dict)
+
+    async def on(event, delivery):
+        n = event.node_sampled
+        status, metric = outcome(n)
+        run = event.envelope.run_id
+        ex = pb.NodeExecuted(node_id=n.node_id, task=n.task, round=n.round, step=n.step, sibling_group=n.sibling_group,
+                             group_size=n.group_size, mode=n.mode, status=status, exec_time=1.5,
+                             term_tail="Validation metric: 0.5" if status == "ok" else "ZeroDivisionError: boom")
+        gr = pb.NodeGraded(node_id=n.node_id, task=n.task, round=n.round, step=n.step, sibling_group=n.sibling_group,
+                           group_size=n.group_size, status=status, is_buggy=status != "ok", exec_time=1.5, mode=n.mode)
+        if metric is not None:
+            gr.test_metric, gr.oriented, gr.source = metric, -metric, "grade"
+        await bus.publish_many([events.make_event(run, "executor/test", ex), events.make_event(run, "grader/test", gr)])
+        seen[n.sibling_group][n.node_id] = n
+        if len(seen[n.sibling_group]) == n.group_size:
+            members = [pb.GroupMember(node_id=x.node_id, status=outcome(x)[0],
+                                      reward=(-outcome(x)[1]) if outcome(x)[1] else -0.5)
+                       for x in sorted(seen[n.sibling_group].values(), key=lambda x: x.index_in_group)]
+            body = pb.GroupScored(sibling_group=n.sibling_group, task=n.task, round=n.round, step=n.step,
+                                  members=members)
+            await bus.publish(events.make_event(run, "grader/test", body))
+
+    stop_ev = asyncio.Event()
+    consumer = Consumer(bus, "test-grader", [events.subject_filter("node.sampled")], on)
+    task = asyncio.create_task(consumer.run(stop_ev))
+    try:
+        yield
+    finally:
+        stop_ev.set()
+        await task
+
+
+async def wait_for(bus, run, kind, key=None, timeout=60.0) -> pb.Event:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (ev := await bus.last_event(run, kind, key)) is None:
+        assert asyncio.get_running_loop().time() < deadline, f"no {kind} {key} within {timeout}s"
+        await asyncio.sleep(0.2)
+    return ev
+
+
+async def sampled_counts(bus, run) -> dict[str, int]:
+    info = await bus.js.stream_info(STREAM, subjects_filter=f"tg.{run}.node.sampled.>")
+    return {s.rsplit(".", 1)[1]: c for s, c in (info.state.subjects or {}).items()}
+
+
+def expected_ids(spec: RunSpec) -> set[str]:
+    t = spec.tree
+    return {events.node_id(spec.run_id, task, r, s, i) for task in spec.tasks for r in range(1, spec.rounds + 1)
+            for s in range(t.expansions) for i in range(t.group_size)}
+
+
+async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, nats_server, tiny, public, tmp_path):
+    svc, task = await start(config(tiny, public, nats_server, tmp_path, max_concurrent_groups=2))
+    try:
+        async with grading(bus):
+            spec = await begin(bus, run_id="run1", tasks=["spooky-mini"], rounds=2, train=False,
+                               tree={"expansions": 3, "group_size": 4, "drafts": 2})
+            done = await wait_for(bus, "run1", "run.completed")
+    finally:
+        await stop(svc, task)
+    assert done.run_completed.outcome == "completed"
+    counts = await sampled_counts(bus, "run1")
+    assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
+    for r in (1, 2):
+        summary = (await bus.last_event("run1", "round.completed", ("spooky-mini", str(r)))).round_completed
+        assert (summary.nodes, summary.valid, summary.expansions) == (12, 6, 3)  # indices 0 and 3 of each group
+        assert summary.best_node_id == events.node_id("run1", "spooky-mini", r, 0, 0)  # lowest metric wins
+        assert summary.best_test_metric == pytest.approx(0.3)
+        assert summary.gen_exec_seconds == pytest.approx(18.0) and summary.gen_llm_seconds > 0
+        assert summary.rollout_file == f"round_{r}/spooky-mini__{summary.started_unix}.jsonl"
+    child = (await bus.last_event("run1", "node.sampled", events.node_id("run1", "spooky-mini", 1, 2, 1))).node_sampled
+    assert child.mode in ("debug", "improve") and child.HasField("parent_id") and child.policy_version == 0
+    assert len(child.response_token_ids) == len(child.response_logprobs) > 0 and child.prompt_token_ids
+    assert [m.role for m in child.prompt_messages] == ["system", "user"]
+    parent_code = (await bus.last_event("run1", "node.sampled", child.parent_id)).node_sampled.code
+    assert "Previous" in child.prompt_messages[1].content
+    if parent_code:
+        assert parent_code in child.prompt_messages[1].content
+
+
+async def test_sync_round_waits_for_the_trained_version_which_is_pulled_when_no_push_comes(
+        bus, nats_server, tiny, public, tmp_path):
+    svc, task = await start(config(tiny, public, nats_server, tmp_path))
+    try:
+        async with grading(bus):
+            await begin(bus, run_id="sync1", tasks=["spooky-mini"], rounds=2, train=True, max_staleness=0,
+                        tree={"expansions": 2, "group_size": 2, "drafts": 2})
+            await wait_for(bus, "sync1", "round.completed", ("spooky-mini", "1"))
+            await asyncio.sleep(2.0)
+            assert await bus.last_event("sync1", "round.started", ("spooky-mini", "2")) is None
+            await publish_version(bus, tiny, tmp_path, "sync1", 1)
+            started = await wait_for(bus, "sync1", "round.started", ("spooky-mini", "2"))
+            await wait_for(bus, "sync1", "run.completed")
+    finally:
+        await stop(svc, task)
+    assert started.round_started.policy_version == 1
+    assert (await bus.last_event("sync1", "policy.loaded", ("1", "s1"))) is not None
+    node = events.node_id("sync1", "spooky-mini", 2, 0, 0)
+    assert (await bus.last_event("sync1", "node.sampled", node)).node_sampled.policy_version == 1
+
+
+async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_duplicating_nodes(
+        bus, nats_server, tiny, public, tmp_path):
+    cfg = config(tiny, public, nats_server, tmp_path)
+    svc, task = await start(cfg)
+    async with grading(bus):
+        spec = await begin(bus, run_id="crash1", tasks=["spooky-mini"], rounds=1, train=False,
+                           tree={"expansions": 4, "group_size": 4, "drafts": 2})
+        while len(await sampled_counts(bus, "crash1")) < 6:  # mid-round: past the drafts' first group
+            await asyncio.sleep(0.05)
+        await kill(svc, task)
+        before = await sampled_counts(bus, "crash1")
+        assert len(before) < 16 and await bus.last_event("crash1", "round.completed", ("spooky-mini", "1")) is None
+        svc2, task2 = await start(cfg, "s2")
+        try:
+            summary = (await wait_for(bus, "crash1", "round.completed", ("spooky-mini", "1"))).round_completed
+            await wait_for(bus, "crash1", "run.completed")
+        finally:
+            await stop(svc2, task2)
+    counts = await sampled_counts(bus, "crash1")
+    assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
+    assert summary.nodes == 16
+    assert await bus.last_event("crash1", "round.started", ("spooky-mini", "1")) is not None
+
+
+async def publish_version(bus, tiny, tmp_path, run: str, version: int) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(version)
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
+                          LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    out = tmp_path / f"v{version}"
+    peft.save_pretrained(out)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in sorted(out.iterdir()):
+            tar.add(f, arcname=f.name)
+    key = f"{run}/v{version}.tar"
+    sha, size = await bus.put_object(ADAPTERS, key, buf.getvalue())
+    body = pb.PolicyPublished(version=version, adapter_key=key, sha256=sha, bytes=size, step=version)
+    await bus.publish(events.make_event(run, "learner/test", body))
