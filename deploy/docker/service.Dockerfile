@@ -34,7 +34,9 @@ LABEL org.opencontainers.image.title="treegrpo-${SERVICE}" \
       org.opencontainers.image.description="treegrpo ${SERVICE} service (treegrpo serve ${SERVICE})"
 RUN groupadd --system --gid 10001 treegrpo \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/treegrpo --create-home \
-            --shell /usr/sbin/nologin treegrpo
+            --shell /usr/sbin/nologin treegrpo \
+ && install -d -o 10001 -g 10001 /var/lib/treegrpo/tasks
+# (a fresh volume mounted on tasks/ takes this folder's owner, so the grader can write there)
 COPY --from=build /opt/treegrpo /opt/treegrpo
 ENV PATH=/opt/treegrpo/bin:${PATH} \
     PYTHONUNBUFFERED=1 \
