@@ -166,6 +166,9 @@ class LocalBackend:
             await asyncio.wait_for(proc.wait(), job.limits.timeout_s)
         except TimeoutError:
             run.kill(TIMEOUT, None)
+        except asyncio.CancelledError:  # the service is going away: take the node with us
+            run.kill(CRASHED, "ExecutorShutdown")
+            raise
         finally:
             await self._reap(run, ws)
             for g in guards:

@@ -94,6 +94,7 @@ class ExecutorConfig(Settings):
     public_data_roots: list[str] = Field(default_factory=lambda: [str(treegrpo_home() / "tasks" / "public")], description="Roots searched for `<root>/<task>/prepared/public` then `<root>/<task>`")
     tail_lines: int = Field(default=50, ge=1, description="Lines of output kept in `term_tail`")
     tail_bytes: int = Field(default=8192, ge=256, description="At most this many bytes of `term_tail`")
+    ack_wait_s: float = Field(default=30, gt=0, description="Redelivery of a node whose executor died without a word (heartbeats keep running nodes)")
     skip_executed: bool = Field(default=True, description="On redelivery, do not re-run a node whose node.executed already exists")
     gate: GateSettings = Field(default_factory=GateSettings, description="Resource declaration ranges and defaults")
     caps: CapSettings = Field(default_factory=CapSettings, description="Per-node ceilings of this executor")

@@ -9,6 +9,7 @@ A script's failure is a status; only our own failures (sandbox, object store) ar
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from typing import Protocol
@@ -57,13 +58,14 @@ class ExecutorService(Service):
         self.cfg: ExecutorConfig = config
         self.backend = backend
         self._specs: dict[str, RunSpec] = {}
+        self._handling: set[asyncio.Task] = set()
 
     def handlers(self):
         return {"node.sampled": self.on_node_sampled}
 
     def consumer_options(self) -> ConsumerOptions:
         # a script runs up to timeout_s; the consumer's heartbeat keeps the message ours meanwhile
-        return ConsumerOptions(max_inflight=self.cfg.max_concurrency, ack_wait_s=60.0)
+        return ConsumerOptions(max_inflight=self.cfg.max_concurrency, ack_wait_s=self.cfg.ack_wait_s)
 
     async def on_setup(self) -> None:
         if self.backend is None:
@@ -71,8 +73,12 @@ class ExecutorService(Service):
         await self.backend.start()
 
     async def on_stop(self) -> None:
+        """Kill what still runs, then let those handlers nak their messages before the bus closes,
+        so another executor picks the nodes up at once instead of after ack_wait."""
         if self.backend is not None:
             await self.backend.close()
+        if self._handling:
+            await asyncio.wait(self._handling, timeout=10)
 
     async def run_spec(self, run_id: str) -> RunSpec:
         spec = self._specs.get(run_id)
@@ -86,6 +92,10 @@ class ExecutorService(Service):
 
     async def on_node_sampled(self, event: pb.Event, delivery: Delivery) -> None:
         ns, run_id = event.node_sampled, event.envelope.run_id
+        me = asyncio.current_task()
+        if me is not None:
+            self._handling.add(me)
+            me.add_done_callback(self._handling.discard)
         if self.cfg.skip_executed and await self.bus.last_event(run_id, "node.executed", ns.node_id):
             log.info("node %s already executed; not running it again", ns.node_id)
             return
@@ -109,7 +119,7 @@ class ExecutorService(Service):
         try:
             return await self.backend.run(job)
         except (SandboxError, WorkspaceError) as exc:
-            raise TransientError(f"sandbox failed for {ns.node_id}: {exc}", delay_s=5.0) from exc
+            raise TransientError(f"sandbox failed for {ns.node_id}: {exc}", delay_s=1.0) from exc
 
 
 def executed_body(ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str) -> pb.NodeExecuted:
