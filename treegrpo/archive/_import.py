@@ -148,7 +148,10 @@ async def import_root(bus, root: str | Path, on_bytes: Callable[[int], None] | N
     """Import every run under a seed-format data root (or the one run directory given)."""
     results = []
     for path in find_runs(root):
-        result = await import_run(bus, path, on_bytes)
+        try:
+            result = await import_run(bus, path, on_bytes)
+        except ValueError as exc:  # a run directory whose name cannot be a run id
+            result = ImportResult(path.name, problems=[Problem(path, 0, f"run skipped: {exc}")])
         for p in result.problems:
             log.warning("%s", p)
         results.append(result)

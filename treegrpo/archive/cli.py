@@ -68,7 +68,11 @@ def import_cmd(root: Annotated[Path, typer.Argument(help="A seed-format data roo
                nats: NatsOpt = "") -> None:
     """Append a seed-format root to the log as events (idempotent: re-importing adds nothing)."""
     logging.getLogger("treegrpo.archive").setLevel(logging.ERROR)  # problems are printed below instead
-    total = sum(f.stat().st_size for run in find_runs(root) for f in run.glob("round_*/*.jsonl"))
+    try:
+        total = sum(f.stat().st_size for run in find_runs(root) for f in run.glob("round_*/*.jsonl"))
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
 
     async def go():
         bus = await _connect(nats)
