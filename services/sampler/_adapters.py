@@ -87,6 +87,7 @@ class AdapterLoader:
         self.sampler_id, self.workdir, self.producer = sampler_id, Path(workdir), producer
         self.published_wait_s = published_wait_s
         self.serving_sha = ""
+        self.serving_run = ""  # adapters belong to one run; version 0 (the base model) to every run
         self._lock = asyncio.Lock()
         self.loaded = asyncio.Event()  # set after every successful swap (waiters re-check versions)
 
@@ -140,7 +141,7 @@ class AdapterLoader:
         except Exception as exc:  # a broken adapter must not take the sampler down
             return self._refuse(f"backend could not load v{version}: {type(exc).__name__}: {exc}")
         seconds = time.perf_counter() - started
-        self.serving_sha = sha
+        self.serving_sha, self.serving_run = sha, run_id
         body = pb.PolicyLoaded(version=version, sampler_id=self.sampler_id, load_seconds=seconds, sha256=sha)
         await self.bus.publish(events.make_event(run_id, self.producer, body))
         self.loaded.set()

@@ -7,6 +7,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+# the vllm/openai sections are the backends' own settings models, so every field is configurable
+from services.sampler.backends._openai import OpenAISettings
+from services.sampler.backends._vllm import VllmSettings
 from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
 
 
@@ -14,22 +17,6 @@ class HfSettings(Section):
     device: str = Field(default="cpu", description="torch device for the hf backend (cpu, cuda, cuda:1)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Weights dtype; float32 on CPU")
     torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
-
-
-class VllmSettings(Section):
-    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1, description="vLLM's share of GPU memory")
-    max_model_len: int = Field(default=16384, ge=256, description="Context length vLLM reserves KV cache for")
-    max_lora_rank: int = Field(default=64, ge=1, description="Largest LoRA rank vLLM accepts")
-    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine")
-    enforce_eager: bool = Field(default=False, description="Skip CUDA graphs (faster start, slower decode)")
-
-
-class OpenAISettings(Section):
-    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible server root (vllm serve, SGLang)")
-    api_key: str = Field(default="EMPTY", description="Bearer token sent to the server")
-    served_model: str = Field(default="", description="Model name the server knows; empty means the model path")
-    timeout_s: float = Field(default=600.0, gt=0, description="HTTP timeout of one generation request")
-    adapter_dir: str = Field(default="", description="Folder the server can read where adapters are unpacked for its load endpoint; empty = the sampler's workdir")
 
 
 class SamplingSettings(Section):

@@ -53,6 +53,7 @@ class SamplerService(Service):
         self._pulls: dict[tuple[str, int], asyncio.Task] = {}
         self._contexts: dict[str, TaskContext] = {}
         self._pump_task: asyncio.Task | None = None
+        self._foreign_warned: set[str] = set()
         self._retry_at: dict[str, float] = {}  # group id -> monotonic time before which a failed group waits
         self.groups_sampled = 0
 
@@ -204,13 +205,26 @@ class SamplerService(Service):
         free = self.config.max_concurrent_groups - len(self._busy)
         if free <= 0:
             return
+        version = self._version_for(state)
+        if version is None:
+            return
         now = time.monotonic()
         waiting = {gid for gid, at in self._retry_at.items() if at > now}
-        todo = next_expansions(state.run_id, state.spec, state.rounds, self.backend.version, set(self._busy) | waiting)
+        todo = next_expansions(state.run_id, state.spec, state.rounds, version, set(self._busy) | waiting)
         for exp in todo[:free]:
             task = asyncio.create_task(self._sample(state, exp))
             self._busy[exp.group_id] = task
             task.add_done_callback(lambda t, gid=exp.group_id: self._done(gid, t))
+
+    def _version_for(self, state: RunState) -> int | None:
+        """The version this run may be sampled with; None while another run's adapter is loaded."""
+        if self.backend.version == 0 or self.loader.serving_run == state.run_id:
+            return self.backend.version
+        if state.run_id not in self._foreign_warned:
+            self._foreign_warned.add(state.run_id)
+            log.error("run %s waits: this sampler serves run %s's adapter v%d (one training run per sampler; "
+                      "restart it to switch runs)", state.run_id, self.loader.serving_run, self.backend.version)
+        return None
 
     def _done(self, group_id: str, task: asyncio.Task) -> None:
         self._busy.pop(group_id, None)

@@ -9,7 +9,14 @@ import tarfile
 import pytest
 import torch
 
-from services.sampler import AdapterLoader, SamplingParams, VersionGate, WeightReceiver, build_model, push_adapter
+from services.sampler import (
+    AdapterLoader,
+    SamplingParams,
+    VersionGate,
+    WeightReceiver,
+    build_model,
+    push_adapter,
+)
 from services.sampler.backends._hf import HfBackend
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
