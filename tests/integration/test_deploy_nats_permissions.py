@@ -244,3 +244,24 @@ async def test_a_wrong_password_is_refused_and_the_system_user_lives_in_its_own_
         assert b'"server"' in reply.data
     finally:
         await sys_nc.close()
+
+
+def test_the_health_probe_passes_with_each_services_own_credentials(secured_nats):
+    """`treegrpo health`, the probe of every deployed service, works under these permissions."""
+    from typer.testing import CliRunner
+
+    from treegrpo.cli import app
+
+    async def ensure() -> None:
+        operator = await connect(secured_nats, "operator")
+        await operator.ensure()
+        await operator.close(2)
+
+    asyncio.run(ensure())
+    runner = CliRunner()
+    for user in CONSUMES:
+        res = runner.invoke(app, ["health", "--url", secured_nats.url(user), "--timeout", "5"])
+        assert res.exit_code == 0, (user, res.output)
+    wrong = f"nats://grader:{secured_nats.passwords['executor']}@127.0.0.1:{secured_nats.port}"
+    assert runner.invoke(app, ["health", "--url", wrong, "--timeout", "2"]).exit_code == 1
+    assert secured_nats.violations() == []
