@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+BUSY_STATUS = {429, 503}    # for adapter loads: a 500 there is the server rejecting the adapter
 
 
 class OpenAISettings(BaseModel):
@@ -103,13 +104,13 @@ class OpenAIBackend:
     def lora_name(self) -> str | None:
         return self._adapter
 
-    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        """POST with retries on connection errors and retryable statuses; other errors raise at once."""
+    async def _post(self, path: str, body: dict[str, Any], retry_status: set[int] = RETRY_STATUS) -> httpx.Response:
+        """POST with retries on connection errors and `retry_status`; other answers are returned."""
         delay = self.settings.retry_backoff_s
         for attempt in range(self.settings.retries + 1):
             try:
                 resp = await self._client.post(path, json=body)
-                if resp.status_code not in RETRY_STATUS:
+                if resp.status_code not in retry_status:
                     return resp
                 problem = f"HTTP {resp.status_code}: {resp.text[:300]}"
             except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.PoolTimeout) as exc:
@@ -196,7 +197,8 @@ class OpenAIBackend:
         started = time.perf_counter()
         async with self._load_lock:
             name = f"{self.settings.lora_name_prefix}-v{version}-{self._tag}-{next(self._loads)}"
-            resp = await self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": server_path})
+            resp = await self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": server_path},
+                                    BUSY_STATUS)
             if resp.status_code != 200:
                 raise ValueError(f"server refused adapter v{version} ({server_path}): HTTP {resp.status_code}: {resp.text[:500]}")
             old, self._adapter, self._version = self._adapter, name, version
