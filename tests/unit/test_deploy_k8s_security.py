@@ -33,11 +33,13 @@ def render(overlay: str) -> tuple[dict, ...]:
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
 
+@cache
 def kind(overlay: str, k: str) -> list[dict]:
     return [d for d in render(overlay) if d["kind"] == k]
 
 
-def pods(overlay: str) -> list[tuple[str, dict, dict]]:
+@cache
+def pods(overlay: str) -> tuple[tuple[str, dict, dict], ...]:
     """(namespace, labels, pod spec) of every workload's pod, plus the reference sandbox pod."""
     out = []
     for d in render(overlay):
@@ -46,7 +48,7 @@ def pods(overlay: str) -> list[tuple[str, dict, dict]]:
             out.append((d["metadata"]["namespace"], t["metadata"]["labels"], t["spec"]))
     ref = yaml.safe_load((K8S / "reference" / "sandbox-pod.yaml").read_text())
     out.append((ref["metadata"]["namespace"], ref["metadata"]["labels"], ref["spec"]))
-    return out
+    return tuple(out)
 
 
 def labels_of(overlay: str, name: str) -> tuple[str, dict]:
