@@ -113,7 +113,7 @@ def read_nodes(rnd: SeedRound, problems: list[Problem]) -> list[NodeRecord]:
 def _lines(path: Path, parse, problems: list[Problem]) -> Iterator:
     with open(path, "rb") as fh:
         for i, raw in enumerate(fh, 1):
-            if not raw.strip():
+            if raw.isspace():
                 continue
             try:
                 yield parse(orjson.loads(raw))

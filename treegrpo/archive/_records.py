@@ -71,12 +71,17 @@ def _messages(v: Any) -> list[ChatMessage]:
 
 
 def _numbers(v: Any, k: str, ints: bool) -> list:
+    """Type-check a token list in C (`map(type, ...)`): per-element Python checks would dominate import."""
     if not isinstance(v, list):
         raise RecordError(f"{k} must be a list")
-    want = int if ints else (int, float)
-    if not all(isinstance(x, want) and not isinstance(x, bool) for x in v):
-        raise RecordError(f"{k} must hold only {'integers' if ints else 'numbers'}")
-    return v if ints else [float(x) for x in v]
+    types = set(map(type, v))
+    if ints:
+        if not types <= {int} or (v and (min(v) < 0 or max(v) >= 1 << 32)):
+            raise RecordError(f"{k} must hold only integers in 0..2^32-1")
+        return v
+    if not types <= {float, int}:
+        raise RecordError(f"{k} must hold only numbers")
+    return [float(x) for x in v] if int in types else v
 
 
 def _num_map(v: Any, k: str, allowed: tuple[str, ...]) -> dict | None:

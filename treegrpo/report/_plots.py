@@ -37,7 +37,7 @@ def crash_rate_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
 
 
 def phase_bars(runs: Sequence[RunMetrics], path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 0.6 * max(len(runs), 2) + 1.5))
+    fig, ax = plt.subplots(figsize=(8.5, 0.6 * max(len(runs), 2) + 1.5))
     for y, m in enumerate(runs):
         left = 0.0
         for p in PHASES:
@@ -49,7 +49,7 @@ def phase_bars(runs: Sequence[RunMetrics], path: Path) -> Path:
     ax.set(xlabel="median seconds per training step", title="Per-step phases (medians, stacked)")
     handles, labels = ax.get_legend_handles_labels()
     seen = dict(zip(labels, handles, strict=False))
-    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
