@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from treegrpo.archive import ChatMessage, GateNodeRecord, NodeRecord, RunFacts, node_json, node_record, parse_node
+from treegrpo.archive import (
+    ChatMessage,
+    GateNodeRecord,
+    NodeRecord,
+    RunFacts,
+    node_json,
+    node_record,
+    parse_node,
+)
 from treegrpo.archive._to_events import group_events, node_events
 
 hexid = st.text("0123456789abcdef", min_size=12, max_size=12)
