@@ -69,6 +69,7 @@ class K8sSettings(Section):
     kubeconfig: str = Field(default="", description="Path to a kubeconfig; empty: in-cluster config, then ~/.kube/config")
     api_url: str = Field(default="", description="API server URL without credentials (tests: the local simulator)")
     data_claim: str = Field(default="", description="PVC holding the public task data (read-only); empty: hostPath `data_host_path`")
+    data_subpath: str = Field(default="{task}", description="Folder of a task's public data inside the data volume; `{task}/prepared/public` for MLE-bench")
     data_host_path: str = Field(default="/data/treegrpo/public", description="hostPath of the public data when no PVC is named")
     gpu_node_selector: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"}, description="Node selector of GPU pods")
     cpu_node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector of CPU pods")
