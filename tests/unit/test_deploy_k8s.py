@@ -174,11 +174,12 @@ def _config_class(name: str):
 @pytest.mark.parametrize("overlay", OVERLAYS)
 @pytest.mark.parametrize("name", SERVICES)
 def test_the_services_toml_and_env_are_accepted_by_its_config_class(overlay, name, monkeypatch, tmp_path):
+    from treegrpo.cli._registry import SERVICES as REGISTERED
     from treegrpo.config import load
 
     cls = _config_class(name)
     c = container(overlay, name)
-    assert c["args"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"]
+    assert c["args"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"] and name in REGISTERED
     toml = one(overlay, "ConfigMap", _name_like(overlay, "ConfigMap", "treegrpo-config"))["data"][f"{name}.toml"]
     (tmp_path / "c.toml").write_text(toml)
     for e in c["env"]:
