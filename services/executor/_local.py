@@ -78,6 +78,8 @@ class LocalBackend:
         if self.is_root:
             os.chmod(self.root, 0o711)
         self.jailed = self.is_root and self.cfg.local.namespaces and await self._probe_namespaces()
+        if self.is_root and not self.jailed:
+            _require_traversable(self.root)
         log.info("local sandbox: root=%s jailed=%s uid-drop=%s", self.root, self.jailed, self.is_root)
 
     async def _probe_namespaces(self) -> bool:
@@ -242,6 +244,14 @@ class LocalBackend:
             if not self.running:
                 break
             await asyncio.sleep(0.1)
+
+
+def _require_traversable(root: Path) -> None:
+    """Without the jail the script (another uid) reaches its workspace by the real path."""
+    for parent in [root, *root.parents]:
+        if not parent.stat().st_mode & 0o001:
+            raise SandboxError(f"workspace root {root}: {parent} is not traversable by the sandbox uid "
+                               f"(chmod o+x it, or pick another local.workspace_root)")
 
 
 def _interpreter_trees() -> list[str]:
