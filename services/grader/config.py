@@ -21,7 +21,7 @@ class RewardSettings(Section):
     no_code: float = Field(**_PENALTY, description="Reward of a completion with no runnable code block")
     no_submission: float = Field(**_PENALTY, description="Reward of a script that ran but wrote no submission.csv")
     invalid_submission: float = Field(**_PENALTY, description="Reward of a submission the grader rejected")
-    temperature: float = Field(default=0.3, gt=0, description="τ in σ((o − mean valid o)/τ), in oriented-metric units")
+    temperature: float = Field(default=0.5, gt=0, description="τ in σ((o − mean valid o)/τ), in oriented-metric units")
 
     def shaping(self) -> Shaping:
         penalties = {s: getattr(self, s) for s in ("crashed", "timeout", "no_code", "no_submission", "invalid_submission")}

@@ -7,8 +7,9 @@ where o_i is the sibling's oriented score (higher is better), ō the mean orient
 group's valid siblings, τ the temperature (`reward_temperature`, in oriented-metric units) and σ the
 logistic function. A lone valid sibling gets σ(0) = 0.5. The reward rises with the score relative to
 the valid siblings; τ sets how steeply. Our reading of the seed: one archived group's best sibling
-(log loss 0.552) got 0.576 and its worst (0.750) got 0.473 — a 0.2 spread mapped to ≈ ±0.05 around
-0.5, which this formula gives with τ ≈ 0.3 for a group mean near 0.66.
+(log loss 0.552) got 0.576 (logit +0.306) and its worst (0.750) got 0.473 (logit −0.108); both
+points fit this formula exactly with τ ≈ 0.48 and a valid-sibling mean log loss of 0.698, so the
+default is τ = 0.5.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _Z_MAX = 30.0  # σ(30) < 1 in float64, so a valid reward never reaches 1
 @dataclass(frozen=True)
 class Shaping:
     penalties: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(FAILURE_STATUSES, DEFAULT_PENALTY))
-    temperature: float = 0.3
+    temperature: float = 0.5
     unknown_status_penalty: float = DEFAULT_PENALTY
 
 

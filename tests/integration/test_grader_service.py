@@ -116,7 +116,7 @@ async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bu
     assert [m.node_id for m in scored.members] == [g.node_id for g in graded]
     rewards = [m.reward for m in scored.members]
     mean = (graded[0].oriented + graded[1].oriented) / 2
-    assert rewards[0] == pytest.approx(sigmoid((graded[0].oriented - mean) / 0.3))
+    assert rewards[0] == pytest.approx(sigmoid((graded[0].oriented - mean) / 0.5))
     assert 0.5 < rewards[0] < 1 and 0 < rewards[1] < 0.5
     assert rewards[2:] == [-0.5, -0.5]
     assert await count(bus, "group.scored") == 1 and await count(bus, "node.graded") == G

@@ -84,6 +84,8 @@ def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) ->
         raise InvalidSubmission(f"submission.csv is not UTF-8 text ({exc.reason})") from exc
     except (ValueError, MemoryError, OverflowError) as exc:
         raise InvalidSubmission(f"submission.csv could not be read: {_short(exc)}") from exc
+    if not isinstance(frame.index, pd.RangeIndex):  # pandas turns surplus leading fields into an index
+        raise InvalidSubmission("submission.csv is not a valid CSV: rows have more fields than the header")
     if frame.empty:
         raise InvalidSubmission(f"submission.csv has a header ({', '.join(map(str, frame.columns))}) but no rows")
     return frame
