@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 import typer
@@ -42,6 +43,9 @@ def _register(name: str, target: str, help_text: str) -> None:
 
 
 def main() -> None:
+    # libgomp's default spin-waiting makes torch 10-40x slower whenever other processes share the
+    # cores (our services, the scripts they run): measured 13.6 s vs 0.36 s for the same generate.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     wanted = sys.argv[1] if len(sys.argv) > 1 else ""

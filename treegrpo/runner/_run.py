@@ -140,13 +140,14 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
     run_dir.mkdir(parents=True, exist_ok=True)
     prepare_tasks(spec)
     sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
+    if not spec.train:
+        sections.pop("learner")
     validate_sections(sections)
     paths = write_configs(sections, run_dir)
     sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services)
-    env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url}
-    for name in SERVICE_NAMES:
-        if name == "learner" and not spec.train:
-            continue
+    env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url,
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    for name in paths:
         sup.add_service(name, paths[name], env)
     progress = Progress(spec.tasks, spec.rounds, spec.train)
     stop = asyncio.Event()
@@ -219,7 +220,9 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
         from treegrpo.archive import export_runs
 
         export_runs_result = await export_runs(bus, [run_id], out_dir / "export")
-        console.print(f"[green]exported[/] the seed-format data root to {out_dir / 'export'} ({export_runs_result})")
+        r = export_runs_result[0]
+        console.print(f"[green]exported[/] {r.nodes} nodes in {r.rounds} rounds ({r.bytes / 1e6:.1f} MB) "
+                      f"as the seed's data root: {r.path}")
     if rf.runner.report:
         from treegrpo.report import build_report
 
