@@ -3,6 +3,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# torch's OpenMP threads spin while waiting; on shared cores that costs 10-40x
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup test test-slow test-gpu demo bench proto lint clean
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from treegrpo.embedded import EmbeddedNats
+# before anything imports torch: spin-waiting OpenMP threads make torch 10-40x slower on shared cores
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+
+from treegrpo.embedded import EmbeddedNats  # noqa: E402
 
 
 @pytest.fixture
