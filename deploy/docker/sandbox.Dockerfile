@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
-# The image node pods run in on Kubernetes (ExecutorConfig.k8s.image): Python and the ML stack the
-# agent's scripts use, no treegrpo, no credentials, a fixed unprivileged user. The executor mounts
-# the script and the public data; the namespace's deny-all network policy keeps it offline.
+# The image node pods run in on Kubernetes (ExecutorConfig.k8s.image): Python (`python` on PATH, the
+# executor's k8s.python) and the ML stack the agent's scripts use; no treegrpo, no credentials. The
+# executor mounts the script and the public data; the namespace's deny-all policy keeps it offline.
 #   docker build -f deploy/docker/sandbox.Dockerfile -t treegrpo/sandbox:0.1.0 deploy/docker
 # Base pinned by exact version; add @sha256:<digest> after checking it (see service.Dockerfile).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
@@ -12,10 +12,9 @@ ARG PACKAGES="numpy<3 pandas<4 scikit-learn<2 scipy<2 pillow<13 lightgbm<5"
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install ${PACKAGES}
 
 FROM ${PYTHON_IMAGE} AS runtime
-RUN groupadd --system --gid 65532 sandbox \
- && useradd --system --uid 65532 --gid 65532 --home-dir /workspace --shell /usr/sbin/nologin sandbox
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:${PATH} PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-USER 65532:65532
+# nobody: the uid the executor's pods run as (runAsUser 65534), with no home and no shell.
+USER 65534:65534
 WORKDIR /workspace
 CMD ["python", "--version"]

@@ -60,10 +60,6 @@ def container(overlay: str, name: str) -> dict:
     return pod_spec(one(overlay, "Deployment", name))["containers"][0]
 
 
-def reference_pod() -> dict:
-    return yaml.safe_load((K8S / "reference" / "sandbox-pod.yaml").read_text())
-
-
 # -- rendering and schema -------------------------------------------------------------------------
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_object_of_the_overlay_validates_against_the_kubernetes_schema(overlay):
@@ -71,10 +67,6 @@ def test_every_object_of_the_overlay_validates_against_the_kubernetes_schema(ove
     assert len(docs) > 30
     for doc in docs:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-
-
-def test_the_reference_sandbox_pod_validates_against_the_kubernetes_schema():
-    kubernetes_validate.validate(reference_pod(), K8S_VERSION, strict=True)
 
 
 def test_a_misspelt_or_mistyped_field_fails_validation():

@@ -2,13 +2,15 @@
 RBAC (only the executor may create pods, and only in the sandbox), NetworkPolicies evaluated by a
 small reachability model of the Kubernetes semantics (sandbox pods reach nothing; services reach
 NATS only, plus learner -> sampler gRPC), the restricted Pod Security profile on every pod, and the
-sandbox namespace's quota, limits and labels."""
+sandbox namespace's quota and limits. The node pods are the ones the executor's k8s backend really
+builds (services/executor/_k8s_manifest.py) with the executor config each overlay deploys."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -40,21 +42,42 @@ def kind(overlay: str, k: str) -> list[dict]:
 
 @cache
 def pods(overlay: str) -> tuple[tuple[str, dict, dict], ...]:
-    """(namespace, labels, pod spec) of every workload's pod, plus the reference sandbox pod."""
+    """(namespace, labels, pod spec) of every workload's pod, plus the executor's node pods."""
     out = []
     for d in render(overlay):
         if d["kind"] in ("Deployment", "StatefulSet"):
             t = d["spec"]["template"]
             out.append((d["metadata"]["namespace"], t["metadata"]["labels"], t["spec"]))
-    ref = yaml.safe_load((K8S / "reference" / "sandbox-pod.yaml").read_text())
-    out.append((ref["metadata"]["namespace"], ref["metadata"]["labels"], ref["spec"]))
+    for node in node_pods(overlay):
+        out.append((node["metadata"]["namespace"], node["metadata"]["labels"], node["spec"]))
+    return tuple(out)
+
+
+LARGEST = "# /// script\n# [tool.resources]\n# cpu = 64\n# mem = 512\n# ephemeral = 500\n# gpu = 1\n# ///\n"
+
+
+@cache
+def node_pods(overlay: str) -> tuple[dict, ...]:
+    """The executor's pods for a plain node and for the largest declaration the gate accepts."""
+    from kubernetes import client as k8s
+
+    from services.executor import ExecutorConfig, Job, Limits, parse_declaration
+    from services.executor._k8s_manifest import pod, pod_name
+
+    (cm,) = [d for d in kind(overlay, "ConfigMap") if d["metadata"]["name"].startswith("treegrpo-config-")]
+    cfg = ExecutorConfig.model_validate(tomllib.loads(cm["data"]["executor.toml"]))
+    out = []
+    for code in ("print(1)\n", LARGEST + "print(1)\n"):
+        job = Job("r1", "3fa2c01b9e4d", "spooky-mini", code, Limits.for_node(parse_declaration(code, cfg.gate), cfg))
+        built = pod(pod_name(cfg.k8s.pod_prefix, job.run_id, job.node_id), job, cfg.k8s, "executor-0", cfg.tail_bytes)
+        out.append(k8s.ApiClient().sanitize_for_serialization(built))
     return tuple(out)
 
 
 def labels_of(overlay: str, name: str) -> tuple[str, dict]:
     if name == "sandbox":
-        ref = yaml.safe_load((K8S / "reference" / "sandbox-pod.yaml").read_text())
-        return SANDBOX, ref["metadata"]["labels"]
+        node = node_pods(overlay)[0]
+        return node["metadata"]["namespace"], node["metadata"]["labels"]
     for ns, labels, _ in pods(overlay):
         if labels.get("app.kubernetes.io/name") == name:
             return ns, labels
@@ -205,12 +228,37 @@ def test_the_sandbox_namespace_bounds_what_all_nodes_together_can_take(overlay):
     (limits,) = [x for x in kind(overlay, "LimitRange") if x["metadata"]["namespace"] == SANDBOX]
     rng = limits["spec"]["limits"][0]
     assert rng["type"] == "Container" and {"cpu", "memory", "ephemeral-storage"} <= set(rng["default"])
-    ref = yaml.safe_load((K8S / "reference" / "sandbox-pod.yaml").read_text())
-    assert ref["spec"]["restartPolicy"] == "Never" and ref["spec"]["activeDeadlineSeconds"] > 0
-    claims = {v["persistentVolumeClaim"]["claimName"] for v in ref["spec"]["volumes"] if "persistentVolumeClaim" in v}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_executors_node_pods_fit_the_sandbox_namespace(overlay):
+    import kubernetes_validate
+
     sandbox_claims = {c["metadata"]["name"] for c in kind(overlay, "PersistentVolumeClaim")
                       if c["metadata"]["namespace"] == SANDBOX}
-    assert claims == sandbox_claims == {"treegrpo-public-data"}
+    (limits,) = [x for x in kind(overlay, "LimitRange") if x["metadata"]["namespace"] == SANDBOX]
+    most = limits["spec"]["limits"][0]["max"]
+    for node in node_pods(overlay):
+        kubernetes_validate.validate(node, "1.33.0", strict=True)
+        spec = node["spec"]
+        assert node["metadata"]["namespace"] == SANDBOX
+        assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] > 0
+        for v in spec["volumes"]:
+            assert set(v) - {"name"} <= {"emptyDir", "configMap", "persistentVolumeClaim"}, v
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+        assert claims == sandbox_claims == {"treegrpo-public-data"}
+        res = spec["containers"][0]["resources"]
+        assert res["requests"] == res["limits"]  # the quota counts requests and limits of every resource
+        for key in ("cpu", "memory", "ephemeral-storage"):
+            assert _quantity(res["limits"][key]) <= _quantity(most[key]), (key, res["limits"][key], most[key])
+
+
+def _quantity(q: str) -> float:
+    units = {"m": 1e-3, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    for suffix, factor in units.items():
+        if q.endswith(suffix):
+            return float(q[: -len(suffix)]) * factor
+    return float(q)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
