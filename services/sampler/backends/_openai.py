@@ -62,15 +62,16 @@ class OpenAISettings(BaseModel):
 
 
 def build(config: SamplerConfig) -> OpenAIBackend:
-    """The backend from the sampler's config (fields of its `openai` section that this one knows)."""
-    from services.sampler.backends import resolve_model_path
+    """The backend from the sampler's config (fields of its `openai` section that this one knows).
 
+    The model is `openai.served_model`, else the server's own base model (GET /v1/models): the
+    sampler's `model` folder names a local checkpoint, which need not be the server's name for it.
+    """
     section = config.openai
     if not isinstance(section, OpenAISettings):
         known = OpenAISettings.model_fields
         section = OpenAISettings(**{k: v for k, v in section.model_dump().items() if k in known})
-    model = section.served_model or (config.model and str(resolve_model_path(config))) or ""
-    return OpenAIBackend(model, section)
+    return OpenAIBackend(section.served_model, section)
 
 
 class OpenAIBackend:
