@@ -7,8 +7,19 @@ this package exposes the parts other code and tests use.
 from services.executor._gate import MALFORMED, Declaration, parse_declaration
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, NvmlReader, TraceReader, watch
 from services.executor._local import LocalBackend, SandboxError
-from services.executor._outcome import (CRASHED, NO_CODE, NO_SUBMISSION, OK, TIMEOUT, Job, Limits, Outcome,
-                                        Timings, exc_type_from_output, tail)
+from services.executor._outcome import (
+                                        CRASHED,
+                                        NO_CODE,
+                                        NO_SUBMISSION,
+                                        OK,
+                                        TIMEOUT,
+                                        Job,
+                                        Limits,
+                                        Outcome,
+                                        Timings,
+                                        exc_type_from_output,
+                                        tail,
+)
 from services.executor.config import ExecutorConfig
 
 __all__ = ["CRASHED", "MALFORMED", "NO_CODE", "NO_SUBMISSION", "OK", "TIMEOUT", "Declaration", "ExecutorConfig",

@@ -27,8 +27,18 @@ from kubernetes.client.rest import ApiException
 
 from services.executor import _k8s_manifest as manifest
 from services.executor._local import SandboxError
-from services.executor._outcome import (CRASHED, NO_SUBMISSION, OK, TIMEOUT, Job, Outcome, Timings,
-                                        exc_type_from_output, signal_name, tail)
+from services.executor._outcome import (
+    CRASHED,
+    NO_SUBMISSION,
+    OK,
+    TIMEOUT,
+    Job,
+    Outcome,
+    Timings,
+    exc_type_from_output,
+    signal_name,
+    tail,
+)
 from services.executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,19 @@ import psutil
 
 from services.executor import _workspace as wsmod
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
-from services.executor._outcome import (CRASHED, GIB, NO_SUBMISSION, OK, TIMEOUT, Job, Outcome, Timings,
-                                        exc_type_from_output, signal_name, tail)
+from services.executor._outcome import (
+    CRASHED,
+    GIB,
+    NO_SUBMISSION,
+    OK,
+    TIMEOUT,
+    Job,
+    Outcome,
+    Timings,
+    exc_type_from_output,
+    signal_name,
+    tail,
+)
 from services.executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)

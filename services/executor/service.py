@@ -14,16 +14,15 @@ import dataclasses
 import logging
 from typing import Protocol
 
-from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
-from treegrpo.config import RunSpec
-from treegrpo.service import Service
-from treegrpo.v1 import events_pb2 as pb
-
 from services.executor._gate import Declaration, parse_declaration
 from services.executor._local import LocalBackend, SandboxError
 from services.executor._outcome import NO_CODE, Job, Limits, Outcome
 from services.executor._workspace import WorkspaceError
 from services.executor.config import ExecutorConfig
+from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
+from treegrpo.config import RunSpec
+from treegrpo.service import Service
+from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ import socket
 
 import psutil
 import pytest
-
 from executor_helpers import assert_healthy, make_config, run_code, started, world_readable_dir
 
 pytestmark = pytest.mark.timeout(90)

@@ -7,11 +7,11 @@ import asyncio
 import sys
 
 import pytest
-from tests.k8s_sim import K8sSim
 
 from services.executor import ExecutorConfig, Job, Limits, parse_declaration
 from services.executor._k8s import K8sBackend
 from services.executor.service import ExecutorService
+from tests.k8s_sim import K8sSim
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec
