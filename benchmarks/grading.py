@@ -1,0 +1,88 @@
+"""Grading a 2,500-row submission: median wall time per competition metric (target < 50 ms).
+
+Baseline, measured in the same run on the same file: a plain `pandas.read_csv` of the submission
+(the floor any CSV-based grader pays). Each task here uses the rules of one of the four
+competitions, with 2,500 synthetic test rows.
+
+    .venv/bin/python benchmarks/grading.py [--rows 2500] [--repeats 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from services.grader.tasks import COMPETITIONS, grade_submission
+from services.grader.tasks._task import task_from_spec
+
+
+def make_case(root: Path, competition: str, rows: int, rng: np.random.Generator):
+    """Answers and a valid, imperfect submission of `rows` test rows for one competition."""
+    spec = COMPETITIONS[competition]
+    ids = np.arange(1, rows + 1) if spec.id_column == "id" and competition.startswith("dogs") \
+        else [f"t{v:07d}" for v in range(rows)]
+    k = len(spec.target_columns)
+    labels = rng.integers(0, k if k > 1 else 2, rows)
+    truth = np.eye(max(k, 2))[labels][:, :k] if k > 1 else labels[:, None]
+    pred = np.clip(0.3 * truth + rng.uniform(0, 0.7, truth.shape), 0, 1)
+    if spec.validation.rows_sum_to_one:
+        pred = pred / pred.sum(axis=1, keepdims=True)
+    answers = pd.DataFrame(truth, columns=list(spec.target_columns)).astype(int)
+    answers.insert(0, spec.id_column, ids)
+    sub = pd.DataFrame(pred, columns=list(spec.target_columns))
+    sub.insert(0, spec.id_column, ids)
+    private, public = root / competition / "private", root / competition / "public"
+    private.mkdir(parents=True)
+    public.mkdir(parents=True)
+    answers.to_csv(private / spec.answers_file, index=False)
+    path = root / competition / "submission.csv"
+    sub.sample(frac=1.0, random_state=0).to_csv(path, index=False)
+    task = task_from_spec(competition, competition, "", public, private, spec, "mlebench")
+    return task, path
+
+
+def timed(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2500)
+    ap.add_argument("--repeats", type=int, default=30)
+    args = ap.parse_args()
+    console = Console()
+    rng = np.random.default_rng(0)
+    table = Table(title=f"grading a {args.rows}-row submission, median of {args.repeats} "
+                        f"({platform.node()}, {platform.processor() or platform.machine()})")
+    for col in ("competition", "grade median ms", "grade p90 ms", "read_csv median ms", "grade / read_csv", "score"):
+        table.add_column(col)
+    with tempfile.TemporaryDirectory() as tmp:
+        for competition in COMPETITIONS:
+            task, path = make_case(Path(tmp), competition, args.rows, rng)
+            result = grade_submission(task, path)  # warm: answers cached, as in the service
+            assert result.status == "ok", result.grade_error
+            grade = timed(lambda: grade_submission(task, path), args.repeats)  # noqa: B023
+            base = timed(lambda: pd.read_csv(path), args.repeats)  # noqa: B023
+            g, b = statistics.median(grade), statistics.median(base)
+            p90 = sorted(grade)[int(0.9 * (len(grade) - 1))]
+            table.add_row(competition, f"{g * 1e3:.1f}", f"{p90 * 1e3:.1f}", f"{b * 1e3:.1f}",
+                          f"{g / b:.1f}x", f"{result.test_metric}")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
