@@ -60,6 +60,7 @@ class LearnerConfig(Settings):
     checkpoint_every: int = Field(default=1, ge=1, description="Save adapter+optimizer+RNG+stream position every k steps")
     keep_checkpoints: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
     sampler_endpoints: list[str] = Field(default_factory=list, description="host:port of each sampler's WeightSync server; empty = no push")
+    expect_loaded: int = Field(default=-1, ge=-1, description="policy.loaded confirmations to wait for per version; -1 = one per sampler endpoint (0 with no push)")
     push_timeout_s: float = Field(default=120.0, gt=0, description="One push's deadline (transfer + load)")
     loaded_timeout_s: float = Field(default=60.0, gt=0, description="Wait this long for policy.loaded of a pushed version before pushing again")
     push_attempts: int = Field(default=5, ge=1, description="Pushes of one version before giving up (the sampler can still pull it)")

@@ -1,0 +1,148 @@
+"""LearnerService: consume scored groups, step when a batch is ready, publish each version.
+
+Handlers: `run.started` (warm the model for the run), `group.scored` (gather the members' training
+data and wait, unacknowledged, until the group has been trained into a durable version or dropped
+as stale). A separate loop takes batches from the buffer and steps. Start it with
+
+    treegrpo serve learner --set model=/path/to/model --set sampler_endpoints='["127.0.0.1:50151"]'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from opentelemetry import trace
+
+from services.learner._buffer import PendingGroup
+from services.learner._run import RunLearner
+from services.learner._wandb import StepLogger
+from services.learner.config import LearnerConfig
+from treegrpo.bus import ConsumerOptions, Delivery, TransientError
+from treegrpo.config import RunSpec
+from treegrpo.service import Service
+from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class LearnerService(Service):
+    name = "learner"
+    config_cls = LearnerConfig
+
+    def __init__(self, config: LearnerConfig, instance: str | None = None):
+        super().__init__(config, instance)
+        self.config: LearnerConfig = config
+        self.active: RunLearner | None = None
+        self._opening = asyncio.Lock()
+        self._loop: asyncio.Task | None = None
+        self._last_step_end = time.monotonic()
+        self._dropped_since_step = 0
+        self.steps: list[pb.LearnerStepped] = []
+        self.wandb = StepLogger(config.wandb)
+
+    @property
+    def durable(self) -> str:
+        return f"learner-{self.config.run_id}" if self.config.run_id else "learner"
+
+    def handlers(self):
+        return {"run.started": self.on_run_started, "group.scored": self.on_group_scored}
+
+    def consumer_options(self) -> ConsumerOptions:
+        # every waiting group holds its message unacked; heartbeats keep them from redelivery
+        return ConsumerOptions(max_inflight=self.config.max_inflight_groups, ack_wait_s=60.0)
+
+    async def on_setup(self) -> None:
+        self._loop = asyncio.create_task(self._train_loop(), name="learner-train-loop")
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.active is not None:
+            self.active.buffer.fail_all(TransientError("learner stopping", 1.0))
+
+    async def on_stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop
+        self.wandb.close()
+
+    # ---- handlers ------------------------------------------------------------------------------
+    async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
+        run_id = event.envelope.run_id
+        if self.active is None and (not self.config.run_id or self.config.run_id == run_id):
+            spec = RunSpec.model_validate_json(event.run_started.run_spec_json)
+            if spec.train:
+                await self._ensure_run(run_id)
+
+    async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
+        run_id = event.envelope.run_id
+        if self.config.run_id and run_id != self.config.run_id:
+            return
+        run = await self._ensure_run(run_id)
+        gs = event.group_scored
+        if run is None or gs.sibling_group in run.trained or not gs.members:
+            return  # search-only run, already trained (a redelivery after a crash), or empty
+        members = await run.members(gs)
+        ctx = trace.get_current_span().get_span_context()
+        group = run.buffer.add(PendingGroup(gs.sibling_group, gs.task, gs.round, gs.step, delivery.stream_seq,
+                                            members, asyncio.get_running_loop().create_future(), ctx))
+        await asyncio.shield(group.done)
+
+    async def _ensure_run(self, run_id: str) -> RunLearner | None:
+        async with self._opening:
+            if self.active is not None:
+                if self.active.run_id != run_id:
+                    raise TransientError(f"learner is busy with run {self.active.run_id}", 30.0)
+                return self.active
+            started = await self.bus.last_event(run_id, "run.started")
+            if started is None:
+                raise TransientError(f"run {run_id} has no run.started yet", 2.0)
+            spec = RunSpec.model_validate_json(started.run_started.run_spec_json)
+            if not spec.train:
+                return None
+            run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
+            await run.open()
+            self.active = run
+            self.wandb.start(run_id, self.config)
+            return run
+
+    # ---- the loop ------------------------------------------------------------------------------
+    async def _train_loop(self) -> None:
+        while not self.stopping.is_set():
+            run = self.active
+            if run is None:
+                await asyncio.sleep(0.2)
+                continue
+            batch = run.buffer.take(run.need, run.state.step, run.spec.max_staleness, run.sync)
+            if batch is None:
+                run.buffer.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(run.buffer.changed.wait(), 1.0)
+                continue
+            if batch.stale:
+                run.drop_stale(batch)
+                self._dropped_since_step += len(batch.stale)
+            if batch.groups:
+                await self._step(run, batch)
+
+    async def _step(self, run: RunLearner, batch) -> None:
+        waited = time.monotonic() - self._last_step_end
+        try:
+            record = await run.step(batch, waited, self._dropped_since_step)
+        except Exception as exc:  # the in-memory policy may be half-updated: rebuild from durable state
+            log.exception("step failed; reopening run %s from its last durable version", run.run_id)
+            for g in batch.groups:
+                if not g.done.done():
+                    g.done.set_exception(TransientError(f"step failed: {type(exc).__name__}: {exc}", 5.0))
+            run.buffer.fail_all(TransientError("learner reopening", 2.0))
+            self.active = None
+            return
+        self._dropped_since_step = 0
+        self._last_step_end = time.monotonic()
+        self.steps.append(record)
+        self.wandb.log(record)
+        log.info("step %d: %d groups (%d with signal), loss %.4f, %.1fs", record.step, len(record.sibling_groups),
+                 record.groups_with_signal, record.metrics.get("loss", 0.0), record.total_s)

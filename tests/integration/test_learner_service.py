@@ -1,0 +1,122 @@
+"""The learner service against a real nats-server and the sampler's real weight receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from services.learner.config import LearnerConfig
+from services.learner.service import LearnerService
+from services.learner.testing import learner_steps, run_spec, scored_group, start_run
+from treegrpo.bus import ADAPTERS
+from treegrpo.config import NatsSettings, TelemetrySettings
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from services.sampler._model_builder import build_model
+
+    return build_model(tmp_path_factory.mktemp("model") / "m", size="tiny", vocab_size=320,
+                       tokenizer_bytes=150_000)
+
+
+def learner_config(nats_url: str, model: Path, tmp: Path, **kw) -> LearnerConfig:
+    return LearnerConfig(model=str(model), checkpoint_dir=str(tmp / "ckpt"), lr=1e-3, torch_threads=1,
+                         nats=NatsSettings(url=nats_url), telemetry=TelemetrySettings(enabled=False), **kw)
+
+
+async def start(service: LearnerService) -> asyncio.Task:
+    await service.setup()
+    return asyncio.create_task(service.run())
+
+
+async def stop(service: LearnerService, task: asyncio.Task) -> None:
+    await service.stop()
+    await asyncio.wait_for(task, 30)
+    await service.close()
+
+
+async def wait_steps(bus, run_id: str, n: int, timeout: float = 60.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        steps = await learner_steps(bus, run_id)
+        if len(steps) >= n:
+            return steps
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"only {len(await learner_steps(bus, run_id))} of {n} learner steps")
+
+
+async def real_receiver(bus, model: Path, workdir: Path):
+    from services.sampler._adapters import AdapterLoader, VersionGate
+    from services.sampler._weights import WeightReceiver
+    from services.sampler.backends._hf import HfBackend
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    backend = HfBackend(model, torch_threads=1)
+    loader = AdapterLoader(backend, bus, VersionGate(), "s0", workdir, "sampler/test")
+    receiver = WeightReceiver(loader, port=0, spool_dir=workdir)
+    await receiver.start()
+    return receiver, backend
+
+
+async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to_load_it(
+        bus, nats_server, tiny_model, tmp_path):
+    receiver, backend = await real_receiver(bus, tiny_model, tmp_path / "sampler")
+    spec = run_spec("rs1", ["t1", "t2"], expansions=1, group_size=4)
+    await start_run(bus, spec)
+    cfg = learner_config(nats_server.url, tiny_model, tmp_path, sampler_endpoints=[receiver.address],
+                         loaded_timeout_s=10, push_attempts=2)
+    service = LearnerService(cfg)
+    task = await start(service)
+    try:
+        g1 = await scored_group(bus, "rs1", "t1", 1, 0, [0.9, 0.1, -0.5, 0.4], ["ok", "ok", "crashed", "ok"], vocab=320)
+        await asyncio.sleep(1.0)
+        assert await learner_steps(bus, "rs1") == [], "a sync step waits for every task's groups of the round"
+        g2 = await scored_group(bus, "rs1", "t2", 1, 0, [-0.5, -0.5, -0.5, -0.5], ["crashed"] * 4, vocab=320)
+        (step,) = await wait_steps(bus, "rs1", 1)
+    finally:
+        await stop(service, task)
+        await receiver.stop()
+    assert step.step == 1 and step.policy_version == 1
+    assert sorted(step.sibling_groups) == sorted([g1, g2])
+    assert step.groups_with_signal == 1  # the all-crashed group carries no signal
+    assert list(step.staleness) == [0, 0]
+    phases = step.phases_s
+    for name in ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint"):
+        assert phases.HasField(name), name
+    assert step.metrics["push_confirmed"] == 1.0
+    published = (await bus.last_event("rs1", "policy.published", "1")).policy_published
+    data = await bus.get_object(ADAPTERS, "rs1/v1.tar")
+    assert published.adapter_key == "rs1/v1.tar" and hashlib.sha256(data).hexdigest() == published.sha256
+    assert published.bytes == len(data)
+    loaded = (await bus.last_event("rs1", "policy.loaded", ("1", "s0"))).policy_loaded
+    assert loaded.sha256 == published.sha256
+    assert backend.version == 1
+    assert (tmp_path / "ckpt" / "LATEST").read_text() == "step_000001"
+
+
+async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(bus, nats_server, tiny_model, tmp_path):
+    spec = run_spec("ra1", ["t"], expansions=4, group_size=3, max_staleness=1)
+    await start_run(bus, spec)
+    cfg = learner_config(nats_server.url, tiny_model, tmp_path, groups_per_step=1)
+    service = LearnerService(cfg)
+    task = await start(service)
+    rewards = [1.0, 0.0, 0.5]
+    try:
+        a = await scored_group(bus, "ra1", "t", 1, 0, rewards, version=0, vocab=320)
+        await wait_steps(bus, "ra1", 1)
+        b = await scored_group(bus, "ra1", "t", 1, 1, rewards, version=0, vocab=320)  # 1 behind: kept
+        await wait_steps(bus, "ra1", 2)
+        await scored_group(bus, "ra1", "t", 1, 2, rewards, version=0, vocab=320)  # 2 behind: dropped
+        d = await scored_group(bus, "ra1", "t", 1, 3, rewards, version=2, vocab=320)
+        steps = await wait_steps(bus, "ra1", 3)
+    finally:
+        await stop(service, task)
+    assert [list(s.sibling_groups) for s in steps] == [[a], [b], [d]]
+    assert [list(s.staleness) for s in steps] == [[0], [1], [0]]
+    assert [s.groups_dropped_stale for s in steps] == [0, 0, 1]
