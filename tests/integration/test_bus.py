@@ -168,3 +168,12 @@ async def test_unreachable_nats_fails_fast_with_a_clear_message():
 
     with pytest.raises(BusUnavailable, match="could not reach NATS"):
         await Bus.connect(f"nats://127.0.0.1:{free_port()}", "test", timeout_s=1.5)
+
+
+async def test_a_body_on_another_kinds_subject_is_dead_lettered_and_skipped_by_replay(bus):
+    forged = ev.make_event("r1", "executor", pb.NodeGraded(node_id="n1", status="ok"))
+    await bus.publish_raw("tg.r1.node.executed.n1", ev.encode(forged))  # allowed subject, forged body
+    await bus.publish(ev.make_event("r1", "executor", pb.NodeExecuted(node_id="n2", status="ok")))
+    seen, consumer = await consume_until(bus, "c9", ["node.executed"], 1)
+    assert [e.node_executed.node_id for e in seen] == ["n2"] and consumer.dead_lettered == 1
+    assert [e.envelope.event_id async for _, e in bus.replay("r1")] == ["r1.node.executed.n2"]

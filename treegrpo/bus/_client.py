@@ -169,9 +169,14 @@ class Bus:
                 for m in msgs:
                     remaining = m.metadata.num_pending
                     try:
-                        yield m.metadata.sequence.stream, ev_mod.decode(m.data)
+                        event = ev_mod.decode(m.data)
                     except ev_mod.UndecodableEvent:
                         log.warning("replay skipped undecodable message %s", m.metadata.sequence.stream)
+                        continue
+                    if ev_mod.subject_of(event) != m.subject:
+                        log.warning("replay skipped %s: body does not match its subject", m.subject)
+                        continue
+                    yield m.metadata.sequence.stream, event
         finally:
             try:
                 await sub.unsubscribe()

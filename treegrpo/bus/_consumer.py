@@ -153,6 +153,12 @@ class Consumer:
             await self._dead_letter(msg, delivery, str(exc), run_id=_run_of(msg.subject))
             return
         kind = ev_mod.kind_of(event)
+        expected = ev_mod.subject_of(event)
+        if msg.subject != expected:
+            # NATS permissions constrain subjects, not bodies: a fact must sit on its own subject
+            await self._dead_letter(msg, delivery, f"subject {msg.subject} does not match its body ({expected})",
+                                    run_id=_run_of(msg.subject))
+            return
         ctx = context_from_headers(msg.headers) if msg.headers and "traceparent" in msg.headers else None
         with self.tracer.start_as_current_span(f"{self.durable} {kind}", context=ctx,
                                                kind=trace.SpanKind.CONSUMER) as span:
