@@ -25,6 +25,7 @@ SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
 class RunnerSettings(Section):
     nats_url: str = Field(default="", description="Use this NATS instead of the embedded server (or the one `treegrpo nats up` runs)")
     out_dir: str = Field(default="", description="Where the export and report go; empty = $TREEGRPO_HOME/runs/<run_id>")
+    attach: bool = Field(default=False, description="Services are already running (compose, Kubernetes): only publish run.started, follow, export, report")
     restart_services: bool = Field(default=True, description="Restart a service process that died (crash or kill)")
     max_restarts: int = Field(default=50, ge=0, description="Per service, then the run fails")
     stop_grace_s: float = Field(default=20.0, gt=0, description="SIGTERM, then SIGKILL after this long")

@@ -148,7 +148,8 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
     env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url,
            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     for name in paths:
-        sup.add_service(name, paths[name], env)
+        if not rf.runner.attach:
+            sup.add_service(name, paths[name], env)
     progress = Progress(spec.tasks, spec.rounds, spec.train)
     stop = asyncio.Event()
     outcome = "failed"

@@ -36,12 +36,15 @@ def _execute(config: Path | None, overrides: list[str], resume: str) -> int:
 def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], [runner], [sampler], ...)"),
         resume: str = typer.Option("", "--resume", help="Resume this run id from the log"),
         no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
+        attach: bool = typer.Option(False, "--attach", help="Services already run elsewhere (compose, k8s): publish run.started, follow, export, report"),
         max_staleness: int | None = typer.Option(None, "--max-staleness", help="0 = sync (the seed); k = async up to k versions"),
         set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set run.rounds=3 --set sampler.sampling.temperature=0.8")) -> None:
     """Start NATS and the four services, run every round, then export and report."""
     overrides = list(set_)
     if no_train:
         overrides.append("run.train=false")
+    if attach:
+        overrides.append("runner.attach=true")
     if max_staleness is not None:
         overrides.append(f"run.max_staleness={max_staleness}")
     raise typer.Exit(_execute(config, overrides, resume))
