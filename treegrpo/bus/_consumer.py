@@ -96,6 +96,12 @@ class Consumer:
         finally:
             for t in tasks:
                 t.cancel()
+            if self._sub is not None:
+                # a pull subscription's queue holds the server's status replies; left subscribed,
+                # it never drains and the connection's drain waits out its whole timeout
+                with contextlib.suppress(Exception):
+                    await self._sub.unsubscribe()
+                self._sub = None
 
     async def _drain_busy(self) -> None:
         while self._busy:
