@@ -27,7 +27,7 @@ CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 SETUP_FAILED = 125  # the jail could not be built: the executor records it, the script never ran
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -135,6 +135,7 @@ def _exit_code(status: int) -> int:
 
 def _init(spec: dict, jailed: bool) -> None:
     """pid 1 of the jail: build it, start the script, reap everything, exit with the script's code."""
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the script come back to us
     try:
         if jailed:
             _build_jail(spec)
@@ -148,17 +149,49 @@ def _init(spec: dict, jailed: bool) -> None:
         except Exception as exc:  # report and die; never run the script half-jailed
             os.write(2, f"treegrpo sandbox setup failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
-    code = SETUP_FAILED
+    code, script_done = SETUP_FAILED, False
     while True:
+        if script_done:
+            _kill_children()  # orphans reparented to us (we are their subreaper)
         try:
             done, status = os.wait()
         except ChildProcessError:
             break
         if done == pid:
-            code = _exit_code(status)
+            code, script_done = _exit_code(status), True
             if jailed:
                 break  # our exit kills whatever the script left behind in the namespace
+            _kill_as(spec.get("uid"))  # no namespace: end every process of the slot's uid
     os._exit(code)
+
+
+def _kill_as(uid) -> None:
+    """kill(-1) as the sandbox uid reaches exactly that uid's processes (setsid cannot escape it)."""
+    if uid is None:
+        return
+    helper = os.fork()
+    if helper == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(helper, 0)
+
+
+def _kill_children() -> None:
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid == me:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def main() -> None:

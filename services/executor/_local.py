@@ -83,6 +83,7 @@ class LocalBackend:
         self.reader = reader
         self.running: dict[str, _Run] = {}
         self.host = socket.gethostname()
+        self.python = cfg.local.python or sys.executable
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -156,8 +157,8 @@ class LocalBackend:
         hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots) + [str(self.root)]
         return {"namespaces": self.jailed, "workspace": str(ws.path), "cwd": cwd,
                 "jail_dir": self.cfg.local.jail_dir, "uid": ws.uid, "gid": ws.gid, "rlimits": rl,
-                "cpus": _cpu_set(slot, lim.cpu), "hide": hide, "expose": _interpreter_trees(), "input_src": str(public) if public else None,
-                "argv": [sys.executable, "-I", "-u", "script.py"], "env": env}
+                "cpus": _cpu_set(slot, lim.cpu), "hide": hide, "expose": _interpreter_trees(self.python), "input_src": str(public) if public else None,
+                "argv": [self.python, "-I", "-u", "script.py"], "env": env}
 
     async def _execute(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None,
                        public: Path | None) -> Outcome:
@@ -265,11 +266,14 @@ def _require_traversable(root: Path) -> None:
                                f"(chmod o+x it, or pick another local.workspace_root)")
 
 
-def _interpreter_trees() -> list[str]:
-    """Folders the sandboxed interpreter needs: the venv and the base installation it points to."""
-    trees = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    trees.add(os.path.dirname(os.path.realpath(sys.executable)))
-    return sorted(trees)
+def _interpreter_trees(python: str) -> list[str]:
+    """Folders the sandboxed interpreter needs: its installation, and (for ours) the venv and the
+    base installation the venv points to."""
+    real = os.path.realpath(python)
+    trees = {os.path.dirname(os.path.dirname(real)), os.path.dirname(os.path.dirname(python))}
+    if real == os.path.realpath(sys.executable):
+        trees |= {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    return sorted(t for t in trees if t != "/")
 
 
 def _cpu_set(slot: int, cpu: float) -> list[int]:

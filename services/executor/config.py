@@ -57,6 +57,7 @@ class LocalSettings(Section):
     sandbox_uid_base: int = Field(default=61000, ge=1000, description="Slot k runs as uid/gid base+k (when started as root), so nodes cannot read each other")
     namespaces: bool = Field(default=True, description="Use user-less mount/pid/net/ipc/uts namespaces when the kernel allows (root only)")
     hidden_paths: list[str] = Field(default_factory=lambda: [str(treegrpo_home() / "tasks" / "private")], description="Folders masked with an empty tmpfs inside the sandbox (answers); `prepared/private` under each public root is added")
+    python: str = Field(default="", description="Interpreter the scripts run with (needs the ML stack); empty: the service's own")
     jail_dir: str = Field(default="/mnt", description="Existing folder the jail covers with a tmpfs to show the workspace at <jail_dir>/work (inside the jail only)")
     disk_poll_s: float = Field(default=1.0, gt=0, description="How often the workspace size is checked against `ephemeral`")
     gpu_devices: list[str] = Field(default_factory=list, description="GPU indices a GPU node may get (CUDA_VISIBLE_DEVICES); empty: GPU nodes run without one")

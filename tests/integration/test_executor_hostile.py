@@ -224,3 +224,32 @@ async def test_one_nodes_failure_does_not_disturb_a_concurrent_node(backend):
     good, bad = await asyncio.gather(run_code(backend, ok_code, node="good"), run_code(backend, bad_code, node="bad"))
     assert good.status == "ok" and (bad.status, bad.exc_type) == ("crashed", "SIGKILL")
     await assert_healthy(backend)
+
+
+@needs_root
+async def test_without_namespaces_the_uid_drop_still_contains_children_and_private_answers(tmp_path):
+    base = world_readable_dir()
+    try:
+        private = base / "private" / "comp"
+        private.mkdir(parents=True)
+        (private / "answers.csv").write_text("id,y\n1,SECRET-0700\n")
+        os.chmod(base / "private", 0o700)
+        # unjailed, the script reaches the interpreter by its real path: this venv's base lives under
+        # /root (0700) here, so the system python stands in for it
+        if not os.access("/usr/bin/python3", os.X_OK):
+            pytest.skip("no system python3 to run unjailed scripts with")
+        cfg = make_config(tmp_path, local={"namespaces": False, "workspace_root": str(base / "ws"),
+                                           "python": "/usr/bin/python3"})
+        b = await started(cfg)
+        assert not b.jailed
+        code = (f"import subprocess\nsubprocess.Popen(['sleep', '987.656'], start_new_session=True)\n"
+                f"try:\n    print(open({str(private / 'answers.csv')!r}).read())\nexcept Exception as e:\n"
+                f"    print('denied', type(e).__name__)\nopen('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+        out = await run_code(b, code)
+        assert out.status == "ok" and "denied PermissionError" in out.term_tail and "SECRET" not in out.term_tail
+        leftovers = [p for p in psutil.process_iter(["cmdline"]) if "987.656" in " ".join(p.info["cmdline"] or [])]
+        assert leftovers == []
+        await assert_healthy(b)
+        await b.close()
+    finally:
+        shutil.rmtree(base)
