@@ -46,11 +46,11 @@ COMBOS = [
     ("hist8", "rf", {"n": 200, "depth": "None"}, False),
     ("stats", "rf", {"n": 100, "depth": 6}, False),
     ("px8", "rf", {"n": 200, "depth": 12}, False),
-    ("mix", "rf", {"n": 300, "depth": "None"}, False),
+    ("mix", "rf", {"n": 100, "depth": "None"}, False),
     ("grad", "et", {"n": 200}, False),
-    ("mix", "et", {"n": 200}, False),
-    ("hist16", "hgb", {"it": 150, "lr": 0.1}, False),
-    ("mix", "hgb", {"it": 200, "lr": 0.05}, False),
+    ("mix", "et", {"n": 100}, False),
+    ("hist16", "hgb", {"it": 80, "lr": 0.1}, False),
+    ("mix", "hgb", {"it": 60, "lr": 0.1}, False),
     ("grad", "hgb", {"it": 100, "lr": 0.1}, False),
     ("px8", "knn", {"k": 15}, True),
     ("hist8", "knn", {"k": 31}, True),
@@ -209,8 +209,8 @@ sub.to_csv("./submission/submission.csv", index=False)
 '''
 
 CNN_GRID = [
-    {"epochs": 4, "lr": 2e-3, "width": 8},
-    {"epochs": 6, "lr": 1e-3, "width": 16},
+    {"epochs": 3, "lr": 3e-3, "width": 8},
+    {"epochs": 4, "lr": 2e-3, "width": 12},
 ]
 
 

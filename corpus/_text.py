@@ -90,10 +90,10 @@ COMBOS = [
     ("char", "nb", {"alpha": 0.3}, False),
     ("word12", "sgd", {"alpha": 1e-4}, False),
     ("word12", "svc", {"C": 0.5}, False),
-    ("word12", "rf", {"n": 100, "depth": "None"}, False),
+    ("word12", "rf", {"n": 60, "depth": "None"}, False),
     ("svd", "lr", {"C": 1}, True),
     ("svd", "knn", {"k": 25}, False),
-    ("svd", "hgb", {"it": 100, "lr": 0.1}, False),
+    ("svd", "hgb", {"it": 60, "lr": 0.1}, False),
     ("stats", "hgb", {"it": 100, "lr": 0.05}, False),
     ("stats", "rf", {"n": 200, "depth": 8}, False),
     ("stats", "lr", {"C": 1}, True),
@@ -150,8 +150,8 @@ sub.to_csv("./submission/submission.csv", index=False)
 '''
 
 MLP_GRID = [
-    {"vocab": 3000, "hidden": 64, "epochs": 8, "lr": 1e-3},
-    {"vocab": 5000, "hidden": 128, "epochs": 5, "lr": 3e-3},
+    {"vocab": 3000, "hidden": 64, "epochs": 6, "lr": 2e-3},
+    {"vocab": 4000, "hidden": 128, "epochs": 4, "lr": 3e-3},
 ]
 
 

@@ -33,7 +33,7 @@ sub = pd.read_csv("./input/sample_submission.csv")
 X_test = np.stack([features(load_image(f"./input/test/{i}.png")) for i in sub["id"]])
 
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=0)
+model = HistGradientBoostingClassifier(max_iter=60, learning_rate=0.1, random_state=0)
 model.fit(X_tr, y_tr)
 print(f"Validation metric: {log_loss(y_va, model.predict_proba(X_va)[:, 1]):.5f}")
 

@@ -33,7 +33,7 @@ sub = pd.read_csv("./input/sample_submission.csv")
 X_test = np.stack([features(load_image(f"./input/test/{i}.png")) for i in sub["id"]])
 
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-model = RandomForestClassifier(n_estimators=300, max_depth=None, n_jobs=1, random_state=0)
+model = RandomForestClassifier(n_estimators=100, max_depth=None, n_jobs=1, random_state=0)
 model.fit(X_tr, y)
 print(f"Validation metric: {log_loss(y_va, model.predict_proba(X_va)[:, 1]):.5f}")
 

@@ -34,7 +34,7 @@ y = train[labels].values.argmax(axis=1)
 X_test = np.stack([features(load_image(f"./input/images/{i}.png")) for i in test["image_id"]])
 
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-model = RandomForestClassifier(n_estimators=300, max_depth=None, n_jobs=1, random_state=0)
+model = RandomForestClassifier(n_estimators=100, max_depth=None, n_jobs=1, random_state=0)
 model.fit(X_tr, y_tr)
 print(f"Validation metric: {roc_auc_score(np.eye(4)[y_va], model.predict_proba(X_va), average='macro'):.5f}")
 

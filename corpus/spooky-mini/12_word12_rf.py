@@ -26,7 +26,7 @@ X = vec.fit_transform(train["text"])
 X_test = vec.transform(test["text"])
 
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-model = RandomForestClassifier(n_estimators=100, max_depth=None, n_jobs=1, random_state=0)
+model = RandomForestClassifier(n_estimators=60, max_depth=None, n_jobs=1, random_state=0)
 model.fit(X_tr, y_tr)
 print(f"Validation metric: {log_loss(y_va, model.predict_proba(X_va)):.5f}")
 

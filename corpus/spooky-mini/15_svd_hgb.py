@@ -28,7 +28,7 @@ X = svd.fit_transform(vec.fit_transform(train["text"]))
 X_test = svd.transform(vec.transform(test["text"]))
 
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-model = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, random_state=0)
+model = HistGradientBoostingClassifier(max_iter=60, learning_rate=0.1, random_state=0)
 model.fit(X_tr, y_tr)
 print(f"Validation metric: {log_loss(y_va, model.predict_proba(X_va)):.5f}")
 

@@ -29,10 +29,10 @@ X_test = vec.transform(test["text"]).toarray().astype(np.float32)
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
 
 
-def fit(X, y, epochs=8):
+def fit(X, y, epochs=6):
     net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 64), torch.nn.ReLU(),
                               torch.nn.Dropout(0.3), torch.nn.Linear(64, 3))
-    opt = torch.optim.Adam(net.parameters(), lr=0.001, weight_decay=1e-5)
+    opt = torch.optim.Adam(net.parameters(), lr=0.002, weight_decay=1e-5)
     xb, yb = torch.from_numpy(X), torch.from_numpy(y).long()
     for _ in range(epochs):
         for idx in torch.randperm(len(xb)).split(64):

@@ -23,13 +23,13 @@ test = pd.read_csv("./input/test.csv")
 classes = ["EAP", "HPL", "MWS"]
 y = train["author"].map({c: i for i, c in enumerate(classes)}).values
 
-vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=5000, sublinear_tf=True)
+vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=4000, sublinear_tf=True)
 X = vec.fit_transform(train["text"]).toarray().astype(np.float32)
 X_test = vec.transform(test["text"]).toarray().astype(np.float32)
 X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
 
 
-def fit(X, y, epochs=5):
+def fit(X, y, epochs=4):
     net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 128), torch.nn.ReLU(),
                               torch.nn.Dropout(0.3), torch.nn.Linear(128, 3))
     opt = torch.optim.Adam(net.parameters(), lr=0.003, weight_decay=1e-5)

@@ -30,7 +30,7 @@ def features(img):
 class SmallCNN:
     """A two-block conv net with a scikit-learn style fit / predict_proba."""
 
-    def __init__(self, n_classes, epochs=6, lr=0.001, width=16):
+    def __init__(self, n_classes, epochs=4, lr=0.002, width=12):
         self.n_classes, self.epochs, self.lr, self.width = n_classes, epochs, lr, width
 
     def fit(self, X, y):

@@ -1,0 +1,226 @@
+"""The SFT loop: tokenise pairs (loss on completion tokens only), batch by a token budget,
+AdamW with warm-up and cosine decay, progress on the console, a loss curve at the end.
+
+`method = full` trains every weight (the small local model); `method = lora` trains a peft
+adapter (a large model) and either merges it into a full model folder or writes the adapter.
+The result is written to a scratch folder and renamed into place, so a reader never sees half
+a model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from services.learner.sft._pairs import Pair
+from services.learner.sft.config import SftConfig
+
+
+@dataclass(frozen=True)
+class Example:
+    ids: list[int]
+    n_prompt: int          # the first n_prompt tokens carry no loss
+
+
+@dataclass
+class SftResult:
+    out_dir: Path
+    steps: int
+    seconds: float
+    pairs: int
+    dropped_too_long: int
+    tokens_trained: int
+    first_loss: float
+    final_loss: float
+    by_mode: dict[str, int] = field(default_factory=dict)
+
+
+def encode(tokenizer, pair: Pair) -> Example:
+    """Prompt ids exactly as the sampler's hf backend builds them, then the completion and the end token."""
+    prompt = tokenizer.apply_chat_template(pair.messages, add_generation_prompt=True, tokenize=True)
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    completion = tokenizer(pair.completion, add_special_tokens=False)["input_ids"]
+    return Example(prompt + list(completion) + [tokenizer.eos_token_id], len(prompt))
+
+
+def make_batches(examples: list[Example], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Index batches whose padded size stays within the budget; similar lengths share a batch."""
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i].ids), rng.random()))
+    batches, cur, longest = [], [], 0
+    for i in order:
+        n = len(examples[i].ids)
+        if cur and max(longest, n) * (len(cur) + 1) > batch_tokens:
+            batches.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def _collate(examples: list[Example], pad_id: int, device: str):
+    import torch
+
+    width = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for row, e in enumerate(examples):
+        n = len(e.ids)
+        ids[row, :n] = torch.tensor(e.ids)
+        mask[row, :n] = 1
+        labels[row, e.n_prompt:n] = ids[row, e.n_prompt:n]
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def _schedule(step: int, total: int, warmup: int, min_ratio: float) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _load(config: SftConfig, model_dir: Path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, config.dtype)).to(config.device)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    if config.method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(config.seed)
+        targets = config.lora.target_modules
+        model = get_peft_model(model, LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha,
+                                                 lora_dropout=config.lora.dropout, task_type="CAUSAL_LM",
+                                                 target_modules=targets))
+    return tokenizer, model
+
+
+def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Path,
+              show_progress: bool = True) -> SftResult:
+    import torch
+
+    if not pairs:
+        raise ValueError("no training pairs: nothing to fine-tune on")
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    tokenizer, model = _load(config, model_dir)
+    encoded = [encode(tokenizer, p) for p in pairs]
+    keep = [i for i, e in enumerate(encoded) if len(e.ids) <= config.max_seq_tokens]
+    examples = [encoded[i] for i in keep]
+    if not examples:
+        raise ValueError(f"every pair is longer than max_seq_tokens={config.max_seq_tokens}")
+    per_epoch = len(make_batches(examples, config.batch_tokens, random.Random(0)))
+    total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: _schedule(s, total, config.warmup_steps, config.lr_min_ratio))
+    log_path = out_dir.with_name(out_dir.name + ".tmp") / "loss.jsonl"
+    scratch = log_path.parent
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    losses, tokens, started = [], 0, time.perf_counter()
+    model.train()
+    with _progress(show_progress, total) as advance, open(log_path, "w") as log:
+        step = 0
+        while step < total:
+            for batch in make_batches(examples, config.batch_tokens, rng):
+                ids, mask, labels = _collate([examples[i] for i in batch], tokenizer.pad_token_id, config.device)
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                loss.backward()
+                if config.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                tokens += int((labels != -100).sum())
+                losses.append(float(loss))
+                elapsed = time.perf_counter() - started
+                log.write(json.dumps({"step": step, "loss": losses[-1], "lr": sched.get_last_lr()[0],
+                                      "seconds": round(elapsed, 2), "completion_tokens": tokens}) + "\n")
+                step += 1
+                advance(losses[-1])
+                if step >= total or (config.max_seconds and elapsed >= config.max_seconds):
+                    break
+            if config.max_seconds and time.perf_counter() - started >= config.max_seconds:
+                break
+    seconds = time.perf_counter() - started
+    _save(config, model, tokenizer, scratch)
+    plot_losses(losses, scratch / "loss.png", title=f"SFT ({config.method}) on {len(examples)} pairs")
+    result = SftResult(out_dir, len(losses), seconds, len(examples), len(pairs) - len(examples), tokens,
+                       losses[0], _tail_mean(losses), dict(Counter(pairs[i].mode for i in keep)))
+    meta = {"result": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items()},
+            "base_model": str(model_dir), "config": config.model_dump(mode="json", exclude={"nats", "telemetry"}),
+            "sources": sorted(Counter(pairs[i].source.split(":")[0] for i in keep).items())}
+    (scratch / "sft_meta.json").write_text(json.dumps(meta, indent=2))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    scratch.rename(out_dir)
+    return result
+
+
+def _tail_mean(losses: list[float], n: int = 10) -> float:
+    tail = losses[-n:]
+    return sum(tail) / len(tail)
+
+
+def _save(config: SftConfig, model, tokenizer, folder: Path) -> None:
+    if config.method == "lora" and config.merge_lora:
+        model = model.merge_and_unload()
+    model.save_pretrained(folder)     # lora without merge: adapter_config.json + adapter_model.safetensors
+    tokenizer.save_pretrained(folder)
+
+
+def plot_losses(losses: list[float], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(range(len(losses)), losses, lw=0.8, alpha=0.5, label="step loss")
+    k = max(1, len(losses) // 20)
+    smooth = [sum(losses[max(0, i - k + 1):i + 1]) / len(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
+    ax.plot(range(len(losses)), smooth, lw=2, label=f"mean of last {k}")
+    ax.set(xlabel="optimizer step", ylabel="completion-token cross-entropy", title=title, yscale="log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+class _progress:
+    """A rich progress bar showing the running loss (or nothing, for tests)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda loss: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._p = Progress(TextColumn("SFT loss {task.fields[loss]:.3f}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TimeRemainingColumn())
+        self._p.__enter__()
+        task = self._p.add_task("sft", total=self.total, loss=float("nan"))
+        return lambda loss: self._p.update(task, advance=1, loss=loss)
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self._p.__exit__(*exc)
+        return False
