@@ -234,6 +234,14 @@ class SamplerService(Service):
         self._wake.set()
 
     async def _sample(self, state: RunState, exp: Expansion) -> None:
+        # one trace per sibling group: each node's journey sampler -> executor -> grader -> learner
+        # continues it through the message headers
+        with self.tracer.start_as_current_span("sampler sample group", attributes={
+                "treegrpo.run_id": state.run_id, "treegrpo.sibling_group": exp.group_id,
+                "treegrpo.task": exp.task, "treegrpo.round": exp.round}):
+            await self._sample_group(state, exp)
+
+    async def _sample_group(self, state: RunState, exp: Expansion) -> None:
         rs = state.round(exp.task, exp.round)
         if rs.started_unix is None:
             body = pb.RoundStarted(task=exp.task, round=exp.round, policy_version=self.backend.version,
