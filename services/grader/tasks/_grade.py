@@ -82,31 +82,39 @@ def _normalise_ids(sub_ids: pd.Series, ans_ids: pd.Series) -> pd.Series:
     return sub_ids.astype(str)
 
 
-def _check_ids(task: Task, frame: pd.DataFrame, answers: pd.DataFrame) -> pd.Series:
-    if len(frame) != len(answers):
-        raise InvalidSubmission(f"submission has {len(frame)} rows, expected {len(answers)} (one per test id)")
-    ans_ids = answers[task.id_column]
+def _check_ids(task: Task, frame: pd.DataFrame, ans_ids: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """The normalised ids, and for each answer row the submission row that holds it."""
+    if len(frame) != len(ans_ids):
+        raise InvalidSubmission(f"submission has {len(frame)} rows, expected {len(ans_ids)} (one per test id)")
     ids = _normalise_ids(frame[task.id_column], ans_ids)
-    dup = ids[ids.duplicated()]
-    if len(dup):
+    index = pd.Index(ids)
+    if not index.is_unique:
+        dup = ids[ids.duplicated()]
         raise InvalidSubmission(f"{len(dup)} duplicate {task.id_column} values, e.g. {_examples(dup.unique())}")
-    unknown = ids[~ids.isin(ans_ids)]
-    if len(unknown):
-        missing = ans_ids[~ans_ids.isin(ids)]
+    order = index.get_indexer(ans_ids)
+    if (order < 0).any():  # same length, unique: a missing test id means an unknown one too
+        unknown = ids[~ids.isin(ans_ids)]
+        missing = ans_ids[order < 0]
         raise InvalidSubmission(f"{len(unknown)} {task.id_column} values are not test ids (e.g. {_examples(unknown)}); "
                                 f"{len(missing)} test ids are missing (e.g. {_examples(missing)})")
-    return ids
+    return ids, order
 
 
-def _check_values(task: Task, frame: pd.DataFrame, ids: pd.Series) -> np.ndarray:
-    cols = list(task.target_columns)
+def _numeric(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
+    if all(pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in cols):
+        return frame[cols].to_numpy(dtype=np.float64)  # the common case: parsed as numbers already
     values = np.empty((len(frame), len(cols)), dtype=np.float64)
     for j, col in enumerate(cols):
         numeric = pd.to_numeric(frame[col], errors="coerce")
         bad = frame[col][numeric.isna() & frame[col].notna()]
         if len(bad):
-            raise InvalidSubmission(f"column {col!r} is not numeric: {len(bad)} values like {_examples(bad)}")
+            raise InvalidSubmission(f"column {col!r} is not numeric: {len(bad)} values like {_examples(bad.unique())}")
         values[:, j] = numeric.to_numpy(dtype=np.float64)
+    return values
+
+
+def _check_values(task: Task, frame: pd.DataFrame, ids: pd.Series) -> np.ndarray:
+    values = _numeric(frame, list(task.target_columns))
     nan_rows = np.isnan(values).any(axis=1)
     if nan_rows.any():
         raise InvalidSubmission(f"{int(nan_rows.sum())} rows have missing/NaN values, e.g. id {_examples(ids[nan_rows])}")
@@ -127,13 +135,10 @@ def _check_values(task: Task, frame: pd.DataFrame, ids: pd.Series) -> np.ndarray
 def score_frame(task: Task, frame: pd.DataFrame, answers: pd.DataFrame) -> float:
     """Validate and score; raises `InvalidSubmission` with the reason. Unrounded."""
     _check_columns(task, frame)
-    ids = _check_ids(task, frame, answers)
+    ids, order = _check_ids(task, frame, answers[task.id_column])
     values = _check_values(task, frame, ids)
-    # align the submission to the answers' row order
-    order = pd.Index(ids).get_indexer(answers[task.id_column])
-    y_pred = values[order]
     y_true = answers[list(task.target_columns)].to_numpy()
-    return _metrics.score(task.metric, y_true, y_pred)
+    return _metrics.score(task.metric, y_true, values[order])  # rows aligned to the answers
 
 
 def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> GradeResult:
