@@ -58,6 +58,9 @@ def _build_jail(spec: dict) -> None:
     _mount("tmpfs", jail, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
     os.mkdir(os.path.join(jail, "work"), 0o755)
     _mount(spec["workspace"], os.path.join(jail, "work"), None, MS_BIND | MS_REC)
+    for path, size in spec.get("private_tmp", []):  # world-writable host folders become the node's own
+        if os.path.isdir(path) and not any(t.startswith(path.rstrip("/") + "/") for t in spec.get("expose", [])):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     _expose(spec.get("expose", []), jail)
     for path in spec.get("hide", []):  # last: a hidden folder may be an ancestor of the workspace
         if os.path.isdir(path):

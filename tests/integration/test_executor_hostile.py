@@ -109,7 +109,7 @@ open('submission/submission.csv', 'w').write(json.dumps(res))
     assert out.status == "ok", out.term_tail
     res = __import__("json").loads(out.submission)
     assert res[".."] == ["work"] and res["../.."] != res[".."]
-    assert res[str(tmp_path / "ws")] in ([], "PermissionError")
+    assert res[str(tmp_path / "ws")] in ([], "PermissionError", "FileNotFoundError")
     assert res[str(other / "secret.txt")] in ("FileNotFoundError", "PermissionError")
     assert "OTHER-NODE-SECRET" not in out.submission.decode()
     assert res["/root"] in ([], ".pyenv", "PermissionError") or "secret" not in str(res["/root"])
@@ -253,3 +253,14 @@ async def test_without_namespaces_the_uid_drop_still_contains_children_and_priva
         await b.close()
     finally:
         shutil.rmtree(base)
+
+
+@needs_root
+async def test_writes_to_world_writable_host_folders_stay_inside_the_jail(backend, tmp_path):
+    marker = f"tg-escape-{tmp_path.name}"
+    code = (f"for d in ('/tmp', '/var/tmp', '/dev/shm'):\n    open(d + '/{marker}', 'w').write('x')\n"
+            "open('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+    out = await run_code(backend, code)
+    assert out.status == "ok", out.term_tail
+    assert not any(os.path.exists(f"{d}/{marker}") for d in ("/tmp", "/var/tmp", "/dev/shm"))
+    await assert_healthy(backend)
