@@ -18,17 +18,16 @@ def _n(i: str, status: str, mode: str = "draft", parent: str | None = None, grou
                       reward=reward, **kw)
 
 
-def test_grpo_valid_only_needs_two_valid_siblings_with_different_rewards():
-    assert not has_signal([0.5, -0.5, -0.5], [True, False, False])
-    assert not has_signal([0.5, 0.5, -0.5], [True, True, False])
-    adv = advantages([0.9, 0.5, -0.5], [True, True, False])
+def test_signal_uses_the_learners_estimators_grpo_valid_only_needs_two_different_valid_rewards():
+    assert not has_signal("grpo_valid_only", [0.5, -0.5, -0.5], ["ok", "crashed", "timeout"])
+    assert not has_signal("grpo_valid_only", [0.5, 0.5, -0.5], ["ok", "ok", "crashed"])
+    adv = advantages("grpo_valid_only", [0.9, 0.5, -0.5], ["ok", "ok", "crashed"])
     assert adv[0] > 0 > adv[1] and adv[2] == 0.0
     # plain grpo sees the failed sibling, so the same group has a signal under it
-    assert has_signal([0.5, -0.5, -0.5], [True, False, False], "grpo")
-    assert advantages([1.0, 2.0, 3.0], [True] * 3, "rloo") == [-1.5, 0.0, 1.5]
-    assert advantages([1.0, 3.0], [True] * 2, "dr_grpo") == [-1.0, 1.0]
-    with pytest.raises(ValueError):
-        advantages([1.0], [True], "ppo")
+    assert has_signal("grpo", [0.5, -0.5, -0.5], ["ok", "crashed", "crashed"])
+    recs = [_n("a", "ok", reward=0.5), _n("b", "crashed"), _n("c", "crashed")]
+    assert compute(RunData("r", records=recs)).signal.with_signal == 0
+    assert compute(RunData("r", records=recs), estimator="grpo").signal.with_signal == 1
 
 
 def test_improve_and_debug_outcomes_follow_parent_id_across_rounds():

@@ -169,7 +169,7 @@ def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
         if len(members) < size or any(m.reward is None for m in members):
             sig.partial_groups += 1
             continue
-        signal = has_signal([m.reward for m in members], [m.status == "ok" for m in members], estimator)
+        signal = has_signal(estimator, [m.reward for m in members], [m.status for m in members])
         sig.groups += 1
         sig.with_signal += signal
         # a group was trained on if the learner says so, else (seed runs) if its round's step was logged
