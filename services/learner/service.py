@@ -52,7 +52,7 @@ class LearnerService(Service):
 
     def consumer_options(self) -> ConsumerOptions:
         # every waiting group holds its message unacked; heartbeats keep them from redelivery
-        return ConsumerOptions(max_inflight=self.config.max_inflight_groups, ack_wait_s=60.0)
+        return ConsumerOptions(max_inflight=self.config.max_inflight_groups, ack_wait_s=self.config.ack_wait_s)
 
     async def on_setup(self) -> None:
         self._loop = asyncio.create_task(self._train_loop(), name="learner-train-loop")
