@@ -1,12 +1,13 @@
 """Generate a seed-format data root for tests and benchmarks (never hand-edited JSON).
 
-    python tests/archive_gen.py OUT [--size small|seed] [--seed N]
+    python tests/archive_gen.py OUT [--size small|seedshape|seed] [--seed N]
 
 `seed` mirrors the seed's own root (section 2 of the seed file): the same eight run ids with the
 same rounds, both node schemas (25 keys; 32 with the resource gate), a run whose last round is an
 empty stub file, partial last rounds with no summary, a run with no timing.jsonl, a round whose step
 was never logged, a step with save_checkpoint — 2,848 nodes, with per-token logprobs sized so the
-node files total several hundred MB. `small` has the same odd cases at G=4 with short texts, plus a
+node files total several hundred MB; `seedshape` is the same runs and rounds with short texts (a
+few MB, for tests). `small` has the same odd cases at G=4 with short texts, plus a
 step logged twice in timing.jsonl. Node files are written as a Python harness would
 (`json.dumps`, default separators), not in our exporter's compact form.
 """
@@ -73,7 +74,7 @@ class Size:
     text: int  # characters of prompt/thinking/completion text
 
 
-SIZES = {"small": Size(4, 4, 40, 200), "seed": Size(16, 4, 3200, 9000)}
+SIZES = {"small": Size(4, 4, 40, 200), "seedshape": Size(16, 4, 8, 60), "seed": Size(16, 4, 3200, 9000)}
 
 
 def _hex(*parts: object) -> str:
@@ -221,7 +222,7 @@ def write_run(root: Path, plan: RunPlan, size: Size, seed: int) -> tuple[int, in
 def generate(root: str | Path, size: str = "small", seed: int = 0) -> tuple[list[RunPlan], int, int]:
     """Write the archive under `root`; returns (plans, nodes, node-file bytes)."""
     root = Path(root)
-    plans = SEED_PLAN if size == "seed" else SMALL_PLAN
+    plans = SMALL_PLAN if size == "small" else SEED_PLAN
     total_nodes = total_bytes = 0
     for plan in plans:
         n, b = write_run(root, plan, SIZES[size], seed)
