@@ -36,6 +36,16 @@ def test_two_generations_are_byte_identical(home, tmp_path):
         assert all(a[k] == b[k] for k in a), f"{side} differs"
 
 
+def test_public_only_generation_writes_the_same_public_files_and_no_answers(home, tmp_path):
+    ensure_builtin_tasks(tmp_path, tasks=["spooky-mini"], private=False)
+    assert not (tmp_path / "tasks/private").exists()
+    pub = "tasks/public/spooky-mini"
+    assert files_of(tmp_path / pub) == files_of(home / pub)
+    ensure_builtin_tasks(tmp_path, tasks=["spooky-mini"])  # the grader's side later adds the answers
+    assert (tmp_path / "tasks/private/spooky-mini/answers.csv").read_bytes() == \
+        (home / "tasks/private/spooky-mini/answers.csv").read_bytes()
+
+
 def test_another_seed_gives_other_data(home, tmp_path):
     ensure_builtin_tasks(tmp_path, seed=1, tasks=["spooky-mini"])
     ours = (home / "tasks/public/spooky-mini/train.csv").read_bytes()

@@ -11,6 +11,7 @@ byte-identical files. It runs once; a stamp file records what the cache holds.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import tempfile
@@ -27,6 +28,8 @@ from services.grader.tasks import _gen_images as gi
 from services.grader.tasks import _gen_text
 from services.grader.tasks._task import COMPETITIONS, Task, task_from_spec
 from treegrpo.config import treegrpo_home
+
+log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
 DEFAULT_SEED = 0
@@ -119,17 +122,20 @@ WRITERS: dict[str, Callable[[np.random.Generator, Path], pd.DataFrame]] = {
 }
 
 
-def generate_task(task_id: str, public_dir: Path, private_dir: Path, seed: int = DEFAULT_SEED) -> None:
-    """Write one task's public and private folders (both must not exist yet)."""
+def generate_task(task_id: str, public_dir: Path, private_dir: Path | None, seed: int = DEFAULT_SEED) -> None:
+    """Write one task's public and (unless None) private folders; neither may exist yet.
+
+    Bump GENERATOR_VERSION whenever the output for a given seed changes: caches are keyed by it."""
     spec = BUILTINS[task_id]
     rng = np.random.default_rng([seed, spec.index, GENERATOR_VERSION])
     public_dir.mkdir(parents=True)
-    private_dir.mkdir(parents=True, mode=0o700)
     answers = WRITERS[task_id](rng, public_dir)
     (public_dir / "description.md").write_text(spec.description)
-    _csv(private_dir / ANSWERS, answers)
-    os.chmod(private_dir / ANSWERS, 0o600)
-    os.chmod(private_dir, 0o700)
+    if private_dir is not None:
+        private_dir.mkdir(parents=True, mode=0o700)
+        _csv(private_dir / ANSWERS, answers)
+        os.chmod(private_dir / ANSWERS, 0o600)
+        os.chmod(private_dir, 0o700)
 
 
 def builtin_task(task_id: str, home: Path | None = None) -> Task:
@@ -140,36 +146,43 @@ def builtin_task(task_id: str, home: Path | None = None) -> Task:
                           root / "private" / task_id, COMPETITIONS[spec.mirrors], "builtin", ANSWERS)
 
 
-def _stamp(task_id: str, seed: int) -> str:
-    return f"{task_id} generator=v{GENERATOR_VERSION} seed={seed}\n"
+def _stamp(task_id: str, seed: int, private: bool) -> str:
+    sides = "public+private" if private else "public"
+    return f"{task_id} generator=v{GENERATOR_VERSION} seed={seed} {sides}\n"
 
 
 def ensure_builtin_tasks(home: Path | None = None, seed: int = DEFAULT_SEED,
-                         tasks: list[str] | None = None) -> dict[str, Task]:
+                         tasks: list[str] | None = None, private: bool = True) -> dict[str, Task]:
     """Generate the built-in tasks into `$TREEGRPO_HOME/tasks/` unless already there; return them.
 
-    Safe against concurrent callers: each task is built in a scratch folder and moved into place
-    with a rename; a stamp (`tasks/.stamps/<task>`) written last marks it complete."""
+    `private=False` writes only the public folders (e.g. on an executor host that must never hold
+    answers); the data are the same, generation being deterministic. Safe against concurrent
+    callers: each task is built in a scratch folder and moved into place with a rename; a stamp
+    (`tasks/.stamps/<task>`) written last marks it complete."""
     root = (home or treegrpo_home()) / "tasks"
-    for sub, mode in (("public", 0o755), ("private", 0o700), (".stamps", 0o755)):
+    subs = [("public", 0o755), (".stamps", 0o755)] + ([("private", 0o700)] if private else [])
+    for sub, mode in subs:
         (root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(root / sub, mode)
     out: dict[str, Task] = {}
     for task_id in tasks or list(BUILTINS):
         stamp = root / ".stamps" / task_id
-        if not (stamp.exists() and stamp.read_text() == _stamp(task_id, seed)):
-            _build_into_place(root, task_id, seed)
-            stamp.write_text(_stamp(task_id, seed))
+        have = stamp.read_text() if stamp.exists() else ""
+        if have not in {_stamp(task_id, seed, private), _stamp(task_id, seed, True)}:
+            log.info("generating built-in task %s (seed %d) into %s", task_id, seed, root)
+            _build_into_place(root, task_id, seed, private)
+            stamp.write_text(_stamp(task_id, seed, private))
         out[task_id] = builtin_task(task_id, root.parent)
     return out
 
 
-def _build_into_place(root: Path, task_id: str, seed: int) -> None:
+def _build_into_place(root: Path, task_id: str, seed: int, private: bool) -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f".build-{task_id}-", dir=root))
     os.chmod(scratch, 0o700)
     try:
-        generate_task(task_id, scratch / "public", scratch / "private", seed)
-        for side in ("private", "public"):  # answers first: a visible public folder implies answers
+        generate_task(task_id, scratch / "public", scratch / "private" if private else None, seed)
+        # answers first: a visible public folder implies answers
+        for side in ("private", "public") if private else ("public",):
             target = root / side / task_id
             if target.exists():
                 shutil.rmtree(target)
