@@ -29,7 +29,7 @@ class MicroBatch:
     samples: list[int]            # indices into the caller's sequence list, in packing order
     input_ids: torch.Tensor       # [1, T]
     position_ids: torch.Tensor    # [1, T], restarting at 0 per sequence
-    cu_seqlens: torch.Tensor      # [n + 1] int64
+    cu_seqlens: torch.Tensor | None  # [n + 1] int64; None for padded rows (one sequence per row)
     max_len: int
     rows: torch.Tensor            # [M] positions whose hidden state predicts a response token
     targets: torch.Tensor         # [M] the response tokens predicted
@@ -38,10 +38,10 @@ class MicroBatch:
 
     @property
     def tokens(self) -> int:
-        return int(self.input_ids.shape[1])
+        return int(self.input_ids.numel())
 
     def to(self, device: torch.device | str) -> MicroBatch:
-        move = {k: getattr(self, k).to(device, non_blocking=True)
+        move = {k: (None if getattr(self, k) is None else getattr(self, k).to(device, non_blocking=True))
                 for k in ("input_ids", "position_ids", "cu_seqlens", "rows", "targets", "row_sample")}
         return MicroBatch(samples=self.samples, max_len=self.max_len, response_lens=self.response_lens, **move)
 
@@ -99,3 +99,46 @@ def build(seqs: Sequence[SeqSpec], members: list[int]) -> MicroBatch:
 
 def pack(seqs: Sequence[SeqSpec], budget: int) -> list[MicroBatch]:
     return [build(seqs, members) for members in plan([s.length for s in seqs], budget)]
+
+
+def plan_rows(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Bins of similar-length sequences with rows x longest <= budget (longest first, so padding stays small)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    for i in order:
+        if bins and lengths[bins[-1][0]] * (len(bins[-1]) + 1) <= budget:
+            bins[-1].append(i)
+        else:
+            bins.append([i])
+    return bins
+
+
+def build_rows(seqs: Sequence[SeqSpec], members: list[int]) -> MicroBatch:
+    """One sequence per row, right-padded: for models whose layers cannot honour packed boundaries
+    (recurrent linear attention without varlen kernels). Causal layers never look at the padding
+    that follows a sequence, so the real tokens' outputs are exact."""
+    width = max(seqs[i].length for i in members)
+    ids = torch.zeros(len(members), width, dtype=torch.long)
+    rows: list[int] = []
+    targets: list[int] = []
+    row_sample: list[int] = []
+    for k, i in enumerate(members):
+        s = seqs[i]
+        p, r = len(s.prompt_ids), len(s.response_ids)
+        if p == 0:
+            raise ValueError("a sequence needs at least one prompt token to predict its first response token")
+        ids[k, :p + r] = torch.tensor(list(s.prompt_ids) + list(s.response_ids))
+        rows.extend(range(k * width + p - 1, k * width + p + r - 1))
+        targets.extend(s.response_ids)
+        row_sample.extend([k] * r)
+    return MicroBatch(
+        samples=list(members), input_ids=ids,
+        position_ids=torch.arange(width).expand(len(members), width).contiguous(),
+        cu_seqlens=None, max_len=width,
+        rows=torch.tensor(rows, dtype=torch.long), targets=torch.tensor(targets, dtype=torch.long),
+        row_sample=torch.tensor(row_sample, dtype=torch.long),
+        response_lens=[len(seqs[i].response_ids) for i in members])
+
+
+def pack_rows(seqs: Sequence[SeqSpec], budget: int) -> list[MicroBatch]:
+    return [build_rows(seqs, members) for members in plan_rows([s.length for s in seqs], budget)]

@@ -22,7 +22,7 @@ from services.learner._attention import packing_is_exact
 from services.learner._logprobs import chunked_logprobs
 from services.learner._loss import LossSettings, policy_loss, token_weights
 from services.learner._model import adapter_disabled, parts
-from services.learner._packing import MicroBatch, SeqSpec, pack
+from services.learner._packing import MicroBatch, SeqSpec, pack, pack_rows
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,9 @@ class PolicyTrainer:
                                      weight_decay=cfg.weight_decay, fused=fused)
         self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
-        # one sequence per micro-batch where packed rows would leak state between sequences
-        self.budget = cfg.micro_batch_tokens if packing_is_exact(model) else 1
+        # padded rows (one sequence each) where packed sequences would leak state into each other
+        self.packed = packing_is_exact(model)
+        self.budget = cfg.micro_batch_tokens
         if self.autocast:
             _keep_input_dtype(model)
 
@@ -104,12 +105,17 @@ class PolicyTrainer:
     def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, entropy) of every response token of a packed micro-batch, in row order."""
         decoder, head = parts(self.model)
+        varlen = {} if mb.cu_seqlens is None else {
+            "cu_seq_lens_q": mb.cu_seqlens, "cu_seq_lens_k": mb.cu_seqlens,
+            "max_length_q": mb.max_len, "max_length_k": mb.max_len}
         with self._amp():
-            out = decoder(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False,
-                          cu_seq_lens_q=mb.cu_seqlens, cu_seq_lens_k=mb.cu_seqlens,
-                          max_length_q=mb.max_len, max_length_k=mb.max_len)
-            hidden = out.last_hidden_state[0].index_select(0, mb.rows)
+            out = decoder(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False, **varlen)
+            flat = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])
+            hidden = flat.index_select(0, mb.rows)
             return chunked_logprobs(hidden, head, mb.targets, self.cfg.logprob_chunk_tokens)
+
+    def _pack(self, seqs: Sequence[SeqSpec]) -> list[MicroBatch]:
+        return pack(seqs, self.budget) if self.packed else pack_rows(seqs, self.budget)
 
     @torch.no_grad()
     def logprobs(self, seqs: Sequence[SeqSpec], adapter: bool = True) -> list[torch.Tensor]:
@@ -117,7 +123,7 @@ class PolicyTrainer:
         out: list[torch.Tensor | None] = [None] * len(seqs)
         ctx = contextlib.nullcontext() if adapter else adapter_disabled(self.model)
         with ctx:
-            for mb in pack(seqs, self.budget):
+            for mb in self._pack(seqs):
                 logp, _ = self.forward(mb.to(self.device))
                 for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens)):
                     out[mb.samples[k]] = part
@@ -184,7 +190,7 @@ class PolicyTrainer:
         todo = [i for i in members if i in active]
         self.opt.zero_grad(set_to_none=True)
         total_loss = 0.0
-        for mb in pack([seqs[i] for i in todo], self.budget):
+        for mb in self._pack([seqs[i] for i in todo]):
             idx = [todo[k] for k in mb.samples]
             loss, stats = self._micro(mb.to(self.device), idx, samples, weight_of, prox, ref)
             loss.backward()
