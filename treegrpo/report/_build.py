@@ -29,6 +29,8 @@ async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
     """`source` is a connected Bus, or the path of a seed-format root (or run directory)."""
     if isinstance(source, str | Path):
         runs = load_from_root(source)
+        if not runs:
+            raise LookupError(f"{source}: no run directories (round_N/ or timing.jsonl) found")
         if run_ids:
             wanted = set(run_ids)
             missing = wanted - {r.run_id for r in runs}
@@ -37,6 +39,8 @@ async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
             runs = [r for r in runs if r.run_id in wanted]
         return runs
     ids = list(run_ids) or await source.run_ids()
+    if not ids:
+        raise LookupError("no runs on the bus (no run.started event); give run ids or a seed-format root")
     return [await load_from_bus(source, rid) for rid in ids]
 
 

@@ -25,6 +25,8 @@ async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_rou
         from treegrpo.report._data import load_from_root
 
         data = [d for p in paths for d in load_from_root(p)]
+        if not data:
+            raise LookupError(f"no run directories (round_N/ or timing.jsonl) under {', '.join(paths)}")
         return write_report(data, out, estimator, gpus, tree_round)
     from treegrpo.bus import Bus
     from treegrpo.nats_url import resolve_nats_url
