@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from treegrpo import events as ev
-from treegrpo.archive._read import Problem, SeedRun, find_runs, read_nodes, read_run
+from treegrpo.archive._read import Problem, SeedRound, SeedRun, find_runs, read_nodes, read_run
 from treegrpo.archive._schema import GateNodeRecord, NodeRecord
 from treegrpo.archive._to_events import PRODUCER, group_events, node_events, run_started, step_event
 from treegrpo.bus import STREAM
@@ -77,46 +77,63 @@ def _valid_records(records: list[NodeRecord], node_file: Path, problems: list[Pr
         yield r
 
 
+@dataclass
+class _RunShape:
+    """What the run's files say about the run as a whole, gathered while its rounds are imported."""
+
+    t0: float
+    model: str
+    expansions: int
+    group_size: int = 0
+    gate: bool = False
+    last_round: int = 0
+
+
+async def _import_round(run: SeedRun, rnd: SeedRound, shape: _RunShape, pub: _Publisher) -> int:
+    records = list(_valid_records(read_nodes(rnd, run.problems), rnd.node_file, run.problems))
+    shape.group_size = max([shape.group_size, *Counter(r.sibling_group for r in records).values()])
+    shape.gate = shape.gate or any(isinstance(r, GateNodeRecord) for r in records)
+    shape.last_round = max(shape.last_round, rnd.round)
+    at = float(rnd.started_unix or shape.t0)
+    started = _round_started(rnd, shape.model, shape.expansions, shape.group_size)
+    await pub.add([ev.make_event(run.run_id, PRODUCER, started, at=at)])
+    index: Counter[str] = Counter()
+    for r in records:
+        await pub.add(node_events(run.run_id, r, shape.group_size, index[r.sibling_group], shape.model, at))
+        index[r.sibling_group] += 1
+    await pub.add(list(group_events(run.run_id, records, shape.group_size, at)))
+    if rnd.summary is not None:
+        done = _round_completed(rnd)
+        await pub.add([ev.make_event(run.run_id, PRODUCER, done, at=float(rnd.completed_unix or at))])
+    return len(records)
+
+
 async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | None = None) -> ImportResult:
     run: SeedRun = read_run(path)
     ev.check_token(run.run_id, "run id")
     result = ImportResult(run.run_id, problems=run.problems)
     pub = _Publisher(bus, await existing_subjects(bus, run.run_id), result)
-    t0 = min((r.started_unix for r in run.rounds if r.started_unix), default=0)
-    model = next((r.summary.model for r in run.rounds if r.summary), "")
-    expansions = max((r.summary.expansions for r in run.rounds if r.summary), default=0)
-    group_size, gate, node_rounds = 0, False, 0
+    shape = _RunShape(t0=float(min((r.started_unix for r in run.rounds if r.started_unix), default=0)),
+                      model=next((r.summary.model for r in run.rounds if r.summary), ""),
+                      expansions=max((r.summary.expansions for r in run.rounds if r.summary), default=0))
     for rnd in run.rounds:
-        raw = read_nodes(rnd, run.problems)
-        result.bytes += rnd.node_file.stat().st_size if rnd.node_file else 0
-        records = list(_valid_records(raw, rnd.node_file, run.problems))
-        sizes = Counter(r.sibling_group for r in records)
-        group_size = max([group_size, *sizes.values()])
-        gate = gate or any(isinstance(r, GateNodeRecord) for r in records)
-        at = float(rnd.started_unix or t0)
-        await pub.add([ev.make_event(run.run_id, PRODUCER, _round_started(rnd, model, expansions, group_size), at=at)])
-        index: Counter[str] = Counter()
-        for r in records:
-            await pub.add(node_events(run.run_id, r, group_size, index[r.sibling_group], model, at))
-            index[r.sibling_group] += 1
-        await pub.add(list(group_events(run.run_id, records, group_size, at)))
-        if rnd.summary is not None:
-            done = _round_completed(rnd)
-            await pub.add([ev.make_event(run.run_id, PRODUCER, done, at=float(rnd.completed_unix or at))])
-        result.nodes += len(records)
-        node_rounds = max(node_rounds, rnd.round)
-        if on_bytes is not None and rnd.node_file is not None:
-            on_bytes(rnd.node_file.stat().st_size)
+        result.nodes += await _import_round(run, rnd, shape, pub)
+        size = rnd.node_file.stat().st_size if rnd.node_file else 0
+        result.bytes += size
+        if on_bytes is not None:
+            on_bytes(size)
     seen: Counter[int] = Counter()
     for line in run.timing:
-        await pub.add([step_event(run.run_id, line, seen[line.step], float(t0))])
+        await pub.add([step_event(run.run_id, line, seen[line.step], shape.t0)])
         seen[line.step] += 1
-    start = run_started(run.run_id, run.tasks, node_rounds, expansions, group_size, gate, bool(run.timing), model)
+    start = run_started(run.run_id, run.tasks, shape.last_round, shape.expansions, shape.group_size, shape.gate,
+                        bool(run.timing), shape.model)
     # run.started goes last so a service that watches for new runs sees a complete history
-    await pub.add([ev.make_event(run.run_id, PRODUCER, start, at=float(t0))])
+    await pub.add([ev.make_event(run.run_id, PRODUCER, start, at=shape.t0)])
     complete = all(r.summary is not None for r in run.rounds if r.started_unix)
-    outcome = pb.RunCompleted(outcome="completed" if complete else "stopped", reason="imported from a seed-format archive")
-    await pub.add([ev.make_event(run.run_id, PRODUCER, outcome, at=float(t0))])
+    outcome = pb.RunCompleted(outcome="completed" if complete else "stopped",
+                              reason="imported from a seed-format archive")
+    await pub.add([ev.make_event(run.run_id, PRODUCER, outcome, at=shape.t0)])
     await pub.flush()
     return result
 
