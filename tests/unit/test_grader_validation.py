@@ -194,3 +194,12 @@ def test_unknown_and_unsupported_tasks_are_clear_errors(tasks, tmp_path):
         registry.get("no-such-task")
     with pytest.raises(UnsupportedCompetition, match="mlebench"):
         read_competition(root, "some-other-competition", use_mlebench=False)
+
+
+def test_a_long_file_is_rejected_after_one_row_too_many_without_parsing_the_rest(tasks):
+    task = tasks["spooky-mini"]
+    sub = predictions(task)
+    body = sub.to_csv(index=False).encode() + sub.iloc[:1].to_csv(index=False, header=False).encode() * 200_000
+    result = grade_submission(task, body)
+    assert result.status == "invalid_submission" and "at least 601 rows, expected 600" in result.grade_error
+    assert result.seconds < 1.0

@@ -85,7 +85,8 @@ def _normalise_ids(sub_ids: pd.Series, ans_ids: pd.Series) -> pd.Series:
 def _check_ids(task: Task, frame: pd.DataFrame, ans_ids: pd.Series) -> tuple[pd.Series, np.ndarray]:
     """The normalised ids, and for each answer row the submission row that holds it."""
     if len(frame) != len(ans_ids):
-        raise InvalidSubmission(f"submission has {len(frame)} rows, expected {len(ans_ids)} (one per test id)")
+        more = "at least " if len(frame) > len(ans_ids) else ""
+        raise InvalidSubmission(f"submission has {more}{len(frame)} rows, expected {len(ans_ids)} (one per test id)")
     ids = _normalise_ids(frame[task.id_column], ans_ids)
     index = pd.Index(ids)
     if not index.is_unique:
@@ -146,7 +147,8 @@ def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFA
     start = time.perf_counter()
     answers = None if task.metric is Metric.MLEBENCH else load_answers(task)
     try:
-        frame = read_submission(submission, max_bytes)
+        # one row more than the answers is enough to know a file is too long
+        frame = read_submission(submission, max_bytes, None if answers is None else len(answers) + 1)
         if task.metric is Metric.MLEBENCH:
             from services.grader.tasks._mlebench import mlebench_score
             raw = mlebench_score(task, frame)

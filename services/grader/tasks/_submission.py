@@ -58,8 +58,10 @@ def _sniff(head: bytes) -> None:
         raise InvalidSubmission(f"submission.csv is not a comma-separated file: header {first[:120]!r}")
 
 
-def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> pd.DataFrame:
-    """Read a submission CSV as MLE-bench does (round-trip float parsing), safely."""
+def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES,
+                    max_rows: int | None = None) -> pd.DataFrame:
+    """Read a submission CSV as MLE-bench does (round-trip float parsing), safely. With `max_rows`
+    parsing stops there: a file with more rows than the answers is invalid whatever follows."""
     if isinstance(source, bytes):
         check_size(len(source), max_bytes)
         head = source[:SNIFF_BYTES]
@@ -75,7 +77,7 @@ def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) ->
     _sniff(head)
     try:
         buf = io.BytesIO(source) if isinstance(source, bytes) else source
-        frame = pd.read_csv(buf, encoding="utf-8", **READ_KW)
+        frame = pd.read_csv(buf, encoding="utf-8", nrows=max_rows, **READ_KW)
     except pd.errors.EmptyDataError as exc:
         raise InvalidSubmission("submission.csv has no columns") from exc
     except (pd.errors.ParserError, csv.Error) as exc:
