@@ -170,7 +170,8 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
             await watcher
     if outcome == "completed":
         await bus.publish(ev_mod.make_event(spec.run_id, "runner", pb.RunCompleted(outcome="completed")))
-        await _export_and_report(rf, bus, spec.run_id, out_dir, console)
+        if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
+            outcome = "export_failed"
     elif outcome == "stopped":
         console.print(f"[yellow]stopped.[/] resume with: [bold]treegrpo run --resume {spec.run_id}[/]")
     await bus.close()
@@ -216,11 +217,16 @@ async def _supervise(rf: RunFile, sup: Supervisor, nats: NatsHandle, progress: P
                 return "failed"
 
 
-async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> None:
+async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> bool:
+    """False when the export breaks one of the seed's invariants (the files stay for inspection)."""
     if rf.runner.export:
-        from treegrpo.archive import export_runs
+        from treegrpo.archive import ArchiveInvariantError, export_runs
 
-        export_runs_result = await export_runs(bus, [run_id], out_dir / "export")
+        try:
+            export_runs_result = await export_runs(bus, [run_id], out_dir / "export")
+        except ArchiveInvariantError as exc:
+            console.print(f"[red]export broke the seed's invariants:[/] {exc}")
+            return False
         r = export_runs_result[0]
         console.print(f"[green]exported[/] {r.nodes} nodes in {r.rounds} rounds ({r.bytes / 1e6:.1f} MB) "
                       f"as the seed's data root: {r.path}")
@@ -229,3 +235,4 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
 
         await build_report(bus, [run_id], out_dir / "report")
         console.print(f"[green]report[/]: {out_dir / 'report' / 'report.md'}")
+    return True
