@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 from treegrpo.v1 import events_pb2 as pb
 
 SCHEMA_VERSION = 1
+IMPORTED_PRODUCER = "archive-import"  # producer of history appended by `treegrpo archive import`
 SUBJECT_ROOT = "tg"
 
 # oneof field name -> kind (subject suffix)

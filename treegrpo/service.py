@@ -31,7 +31,6 @@ from treegrpo.telemetry import setup_tracing, shutdown_tracing
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
-IMPORTED = "archive-import"  # the producer of events `treegrpo archive import` appends
 HandlerFn = Callable[[pb.Event, Delivery], Awaitable[None]]
 
 
@@ -80,7 +79,7 @@ class Service:
         await self.on_setup()
 
     async def _dispatch(self, event: pb.Event, delivery: Delivery) -> None:
-        if event.envelope.producer == IMPORTED:
+        if event.envelope.producer == ev_mod.IMPORTED_PRODUCER:
             return  # history read back from an archive is for projections, never work to redo
         handler = self.handlers().get(ev_mod.kind_of(event))
         if handler is None:

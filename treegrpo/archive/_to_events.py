@@ -24,7 +24,7 @@ from treegrpo.archive._schema import (
 from treegrpo.config.run import RunSpec, TreeSettings
 from treegrpo.v1 import events_pb2 as pb
 
-PRODUCER = "archive-import"  # services can tell imported history from live work by this producer
+PRODUCER = ev.IMPORTED_PRODUCER  # services tell imported history from live work by this producer
 
 
 def run_started(run_id: str, tasks: list[str], rounds: int, expansions: int, group_size: int,
