@@ -78,6 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2500)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--plot", type=Path, default=None, help="write a bar chart of the medians here")
     args = ap.parse_args()
     console = Console(width=160)
     rng = np.random.default_rng(0)
@@ -86,6 +87,7 @@ def main() -> None:
     for col in ("competition", "grade ms", "grade p90 ms", "read_csv ms", "mle-bench way ms",
                 "grade / read_csv", "grade / mle-bench way", "score"):
         table.add_column(col)
+    medians: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for competition in COMPETITIONS:
             task, path = make_case(Path(tmp), competition, args.rows, rng)
@@ -96,10 +98,34 @@ def main() -> None:
                                             lambda: pd.read_csv(path),  # noqa: B023
                                             lambda: sklearn_grade(task, path)], args.repeats)  # noqa: B023
             g, b, m = (statistics.median(x) for x in (grade, base, mle))
+            medians[competition] = (g, b, m)
             p90 = sorted(grade)[int(0.9 * (len(grade) - 1))]
             table.add_row(competition, f"{g * 1e3:.1f}", f"{p90 * 1e3:.1f}", f"{b * 1e3:.1f}", f"{m * 1e3:.1f}",
                           f"{g / b:.1f}x", f"{g / m:.2f}x", f"{result.test_metric}")
     console.print(table)
+    if args.plot:
+        plot(medians, args.rows, args.plot)
+
+
+def plot(medians: dict[str, tuple[float, float, float]], rows: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    x = np.arange(len(medians))
+    for k, (label, colour) in enumerate([("grade_submission", "#4c72b0"), ("pandas.read_csv", "#999999"),
+                                          ("MLE-bench way (pandas + sklearn)", "#dd8452")]):
+        ax.bar(x + (k - 1) * 0.27, [v[k] * 1e3 for v in medians.values()], 0.27, label=label, color=colour)
+    ax.axhline(50, color="red", lw=1, ls="--", label="target 50 ms")
+    ax.set_xticks(x, [c.split("-")[0] for c in medians])
+    ax.set_ylabel("median ms")
+    ax.set_title(f"grading a {rows}-row submission")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -180,3 +180,21 @@ async def test_oversized_and_missing_submissions_are_invalid_without_download(bu
     assert "over the 4.0 KiB limit" in graded[0].grade_error
     assert "missing" in graded[1].grade_error and "no submission" in graded[2].grade_error
     assert [m.reward for m in scored.members] == [-0.5] * 4
+
+
+async def test_malformed_executed_fact_is_dead_lettered_and_grading_goes_on(bus, nats_server, tasks_home):
+    from treegrpo.bus import DLQ_ROOT, DLQ_STREAM
+
+    broken = executed(0, "crashed")
+    broken.node_executed.group_size = 0  # no group to complete: retrying cannot help
+    await bus.publish(ev.make_event(RUN, "executor/test", broken.node_executed, key="broken"))
+    await bus.publish_many([executed(i, "no_code") for i in range(G)])
+    service = make_service(nats_server, tasks_home)
+    runner = await start(service)
+    try:
+        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+    finally:
+        await halt(service, runner)
+    assert [m.status for m in scored.members] == ["no_code"] * G
+    dead = await bus.js.get_last_msg(DLQ_STREAM, f"{DLQ_ROOT}.grader.{RUN}")
+    assert "group_size" in ev.decode(dead.data).dead_lettered.reason
