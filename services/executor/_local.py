@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import os
@@ -26,6 +25,7 @@ import psutil
 
 from services.executor import _workspace as wsmod
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
+from services.executor._launch import encode_spec
 from services.executor._outcome import (
     CRASHED,
     GIB,
@@ -97,7 +97,7 @@ class LocalBackend:
     async def _probe_namespaces(self) -> bool:
         spec = {"namespaces": True, "workspace": str(self.root), "jail_dir": self.cfg.local.jail_dir,
                 "cwd": "/", "argv": ["/bin/true"], "env": {}, "hide": [], "input_src": None}
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec),
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, encode_spec(spec),
                                                     stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
@@ -166,7 +166,7 @@ class LocalBackend:
         spec = self._spec(job, ws, slot, device, public)
         t0 = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec), stdin=asyncio.subprocess.DEVNULL,
+            sys.executable, "-I", "-S", LAUNCHER, encode_spec(spec), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         run = _Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes))
         self.running[job.node_id] = run
