@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from pathlib import Path
 
 import psutil
 import pytest
@@ -264,3 +265,47 @@ async def test_writes_to_world_writable_host_folders_stay_inside_the_jail(backen
     assert out.status == "ok", out.term_tail
     assert not any(os.path.exists(f"{d}/{marker}") for d in ("/tmp", "/var/tmp", "/dev/shm"))
     await assert_healthy(backend)
+
+
+@needs_root
+async def test_answers_generated_by_the_grader_are_invisible_to_a_searching_script(tmp_path):
+    """The grader's own built-in task generation writes the answers; a script that searches the task
+    home for them (by name and by content hash) finds nothing, while the public data is there."""
+    import hashlib
+
+    from services.grader.tasks import ensure_builtin_tasks
+
+    base = world_readable_dir()
+    try:
+        home = base / "home"
+        task = ensure_builtin_tasks(home, tasks=["spooky-mini"])["spooky-mini"]
+        answers = home / "tasks" / "private" / "spooky-mini" / "answers.csv"
+        digest = hashlib.sha256(answers.read_bytes()).hexdigest()
+        os.chmod(home, 0o755)
+        cfg = make_config(tmp_path, public_data_roots=[str(home / "tasks" / "public")],
+                          local={"hidden_paths": [str(home / "tasks" / "private")]})
+        b = await started(cfg)
+        code = f"""import hashlib, os
+hits, names = [], []
+for top in [{str(home)!r}, {str(base)!r}, '..', '/mnt']:
+    for dirpath, dirs, files in os.walk(top):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if 'answer' in f:
+                names.append(p)
+            try:
+                if hashlib.sha256(open(p, 'rb').read()).hexdigest() == {digest!r}:
+                    hits.append(p)
+            except Exception:
+                pass
+print('public', sorted(os.listdir('input')))
+open('submission/submission.csv', 'w').write(repr((hits, names)))
+"""
+        out = await run_code(b, code, task="spooky-mini")
+        assert out.status == "ok", out.term_tail
+        assert eval(out.submission.decode()) == ([], [])
+        assert "train.csv" in out.term_tail and Path(task.private_dir) == answers.parent
+        await assert_healthy(b)
+        await b.close()
+    finally:
+        shutil.rmtree(base)
