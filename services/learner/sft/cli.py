@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -15,15 +16,15 @@ console = Console()
 
 
 def sft(
-    corpus: bool = typer.Option(False, "--corpus", help="Pairs from the seed corpus (draft / improve / debug)"),
-    from_archive: list[str] = typer.Option(None, "--from-archive", help="Run id whose event log supplies pairs (repeatable)"),
-    model: str = typer.Option("", help="Base model folder; default $TREEGRPO_HOME/models/small"),
-    out: str = typer.Option("", "--out", help="Output folder; default $TREEGRPO_HOME/models/sft"),
-    config: Path = typer.Option(None, "--config", help="TOML file with SftConfig fields"),
-    set_: list[str] = typer.Option(None, "--set", help="Override a field, e.g. --set lr=1e-3 --set archive.select=top-k"),
-    select: str = typer.Option("", help="Archive selection: best-per-group | top-k"),
-    top_k: int = typer.Option(0, help="k of top-k (per run and task)"),
-    dry_run: bool = typer.Option(False, help="Build and count the pairs, train nothing"),
+    corpus: Annotated[bool, typer.Option("--corpus", help="Pairs from the seed corpus (draft / improve / debug)")] = False,
+    from_archive: Annotated[list[str] | None, typer.Option("--from-archive", help="Run id whose event log supplies pairs (repeatable)")] = None,
+    model: Annotated[str, typer.Option(help="Base model folder; default $TREEGRPO_HOME/models/small")] = "",
+    out: Annotated[str, typer.Option("--out", help="Output folder; default $TREEGRPO_HOME/models/sft")] = "",
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file with SftConfig fields")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field, e.g. --set lr=1e-3 --set archive.select=top-k")] = None,
+    select: Annotated[str, typer.Option(help="Archive selection: best-per-group | top-k")] = "",
+    top_k: Annotated[int, typer.Option(help="k of top-k (per run and task)")] = 0,
+    dry_run: Annotated[bool, typer.Option(help="Build and count the pairs, train nothing")] = False,
 ) -> None:
     """Supervised fine-tuning on prompt -> completion pairs (loss on completion tokens only)."""
     from services.learner.sft._run import build_pairs, resolve_paths
