@@ -112,7 +112,7 @@ class ExecutorService(Service):
 
     async def execute(self, run_id: str, ns: pb.NodeSampled, decl: Declaration) -> Outcome:
         if not ns.code.strip():
-            return Outcome(status=NO_CODE, where=f"{self.backend.name}:none")
+            return Outcome(status=NO_CODE)
         job = Job(run_id=run_id, node_id=ns.node_id, task=ns.task, code=ns.code,
                   limits=Limits.for_node(decl, self.cfg))
         try:
