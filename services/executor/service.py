@@ -72,8 +72,9 @@ class ExecutorService(Service):
         await self.backend.start()
 
     async def on_stop(self) -> None:
-        """Kill what still runs, then let those handlers nak their messages before the bus closes,
-        so another executor picks the nodes up at once instead of after ack_wait."""
+        """Kill what still runs and let the handlers clean up (sandboxes reaped, workspaces and pods
+        removed) before the bus closes. Their messages stay unacked: they come back after
+        `ack_wait_s` to whichever executor runs next."""
         if self.backend is not None:
             await self.backend.close()
         if self._handling:
