@@ -154,11 +154,12 @@ class LocalBackend:
               "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1}
         if not lim.gpu:
             rl["AS"] = int(lim.mem_gib * GIB)
-        hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots) + [str(self.root)]
+        keep = _interpreter_trees(self.python)
+        hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [str(self.root)]
         return {"namespaces": self.jailed, "workspace": str(ws.path), "cwd": cwd,
                 "jail_dir": self.cfg.local.jail_dir, "uid": ws.uid, "gid": ws.gid, "rlimits": rl,
                 "cpus": _cpu_set(slot, lim.cpu), "hide": hide,
-                "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")], "expose": _interpreter_trees(self.python), "input_src": str(public) if public else None,
+                "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")], "expose": keep, "input_src": str(public) if public else None,
                 "argv": [self.python, "-I", "-u", "script.py"], "env": env}
 
     async def _execute(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None,

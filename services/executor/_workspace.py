@@ -10,7 +10,6 @@ Layout and ownership, when the executor runs as root:
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
@@ -48,12 +47,18 @@ def public_dir(roots: list[str], task: str) -> Path | None:
     return None
 
 
-def hidden_dirs(configured: list[str], roots: list[str]) -> list[str]:
-    """Folders masked inside the jail: the configured ones plus every `prepared/private` under a root."""
-    found = [p for p in configured if os.path.isdir(p)]
-    for root in roots:
-        found.extend(glob.glob(os.path.join(glob.escape(root), "*", "prepared", "private")))
-    return sorted({os.path.realpath(p) for p in found})
+def hidden_dirs(configured: list[str], roots: list[str], keep: list[str]) -> list[str]:
+    """Folders masked inside the jail: the configured ones (the grader's private tree) and the whole
+    of every public data root. The node's own task data is bind-mounted at ./input before the
+    masks go on; the rest of a root is no business of the script's: an MLE-bench root also holds
+    `prepared/private` and `raw/` (the original labelled data the private test set was cut from).
+    A folder that holds something the script needs (`keep`: the interpreter) is not masked."""
+    found = []
+    for p in [*configured, *roots]:
+        real = os.path.realpath(p)
+        if os.path.isdir(real) and not any(k == real or k.startswith(real.rstrip("/") + "/") for k in keep):
+            found.append(real)
+    return sorted(set(found))
 
 
 def prepare(root: Path, name: str, code: str, uid: int | None, jailed: bool, public: Path | None) -> Workspace:

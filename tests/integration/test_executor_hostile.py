@@ -129,6 +129,10 @@ async def test_script_looking_for_the_answers_files_cannot_find_or_read_them(tmp
         (mle / "comp" / "prepared" / "public").mkdir(parents=True)
         (mle / "comp" / "prepared" / "public" / "train.csv").write_text("id,y\n1,0\n")
         (mle / "comp" / "prepared" / "private" / "answers.csv").write_text(f"id,y\n1,{token}\n")
+        (mle / "comp" / "raw").mkdir()  # MLE-bench keeps the original labelled data here
+        (mle / "comp" / "raw" / "train.csv").write_text(f"id,y\n1,{token}\n")
+        (mle / "other" / "prepared" / "private").mkdir(parents=True)  # another task's answers
+        (mle / "other" / "prepared" / "private" / "answers.csv").write_text(f"id,y\n1,{token}\n")
         home_private = base / "home" / "tasks" / "private" / "comp"  # the built-in layout, 0700 as the grader makes it
         home_private.mkdir(parents=True)
         (home_private / "answers.csv").write_text(f"id,y\n1,{token}\n")
@@ -159,7 +163,9 @@ for top in [{str(base)!r}, '/tmp', '/mnt', '..', '/']:
                     found.append(path)
             except Exception:
                 pass
-for p in [{str(mle / 'comp' / 'prepared' / 'private' / 'answers.csv')!r}, {str(home_private / 'answers.csv')!r}, '../input/../../answers.csv']:
+for p in [{str(mle / 'comp' / 'prepared' / 'private' / 'answers.csv')!r}, {str(home_private / 'answers.csv')!r},
+          {str(mle / 'comp' / 'raw' / 'train.csv')!r}, {str(mle / 'other' / 'prepared' / 'private' / 'answers.csv')!r},
+          '../input/../../answers.csv', 'input/../prepared/private/answers.csv']:
     try:
         found.append(open(p).read())
     except Exception as e:
