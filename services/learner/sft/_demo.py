@@ -1,0 +1,71 @@
+"""The demo policy: a small local model, fine-tuned on the seed corpus, cached on disk.
+
+`prepare_demo_policy(out_dir)` is what the run orchestrator calls before `make demo`'s rounds:
+it builds the model (tokenizer trained on the corpus, the prompt templates and some stdlib, so a
+script is a few hundred tokens), fine-tunes every weight on the corpus pairs, and returns the
+folder to hand the sampler and learner as their base model. A second call with the same inputs
+returns the cached folder at once (the fingerprint covers the corpus, the templates, the model
+size and the SFT config).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from services.learner.sft._corpus import corpus_dir
+from services.learner.sft.config import SftConfig
+
+# A size between the builder's "tiny" (too small to hold the corpus) and "small" (13M params:
+# too slow to fine-tune on 2 CPU cores). Registered here until `treegrpo model init` offers it.
+DEMO_SIZE = "demo"
+DEMO_SHAPE = dict(hidden=192, layers=3, heads=3, kv_heads=1, intermediate=512)
+DEMO_SFT = dict(max_steps=400, lr=2e-3, batch_tokens=8192, warmup_steps=10, torch_threads=0,
+                corpus={"improve_per_script": 1, "debug": True, "draft_repeats": 2})
+
+
+def _register_size() -> None:
+    from services.sampler import _model_builder as mb
+
+    mb.SIZES.setdefault(DEMO_SIZE, mb.ModelSize(**DEMO_SHAPE))
+
+
+def fingerprint(cfg: SftConfig, size: str) -> str:
+    from services.sampler._prompts import BUILTIN_TEMPLATES
+
+    h = hashlib.sha256()
+    root = corpus_dir(cfg.corpus.path)
+    for path in [root / "manifest.json", *sorted(root.glob("*-mini/*.py")), *sorted(BUILTIN_TEMPLATES.glob("*.md"))]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(json.dumps([size, DEMO_SHAPE, cfg.model_dump(mode="json", exclude={"nats", "telemetry", "model", "out_dir"})],
+                        sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def prepare_demo_policy(out_dir: str | Path, *, size: str = DEMO_SIZE, overrides: dict | None = None,
+                        show_progress: bool = True) -> Path:
+    """Build + SFT the demo policy under `out_dir` (cached); return the fine-tuned model folder."""
+    import asyncio
+
+    from services.learner.sft._run import build_pairs
+    from services.learner.sft._train import train_sft
+    from services.sampler._model_builder import build_model
+
+    _register_size()
+    out = Path(out_dir).expanduser()
+    cfg = SftConfig(**{**DEMO_SFT, **(overrides or {})})
+    key = fingerprint(cfg, size)
+    sft_dir = out / f"sft-{key}"
+    if (sft_dir / "sft_meta.json").is_file():
+        return sft_dir
+    base = out / f"base-{size}"
+    if not (base / "config.json").is_file():
+        root = corpus_dir(cfg.corpus.path)
+        build_model(base, size=size, extra_text=sorted(root.glob("*-mini/*.py")), tokenizer_bytes=2 << 20)
+    pairs = asyncio.run(build_pairs(cfg, use_corpus=True))
+    train_sft(cfg, pairs, base, sft_dir, show_progress=show_progress)
+    (out / "latest").unlink(missing_ok=True)
+    (out / "latest").symlink_to(sft_dir.name)
+    return sft_dir
