@@ -39,6 +39,11 @@ class NvmlReader:
         except (self._nvml.NVMLError, ValueError):
             return None
 
+    def minor(self, device: str) -> int:
+        """The /dev/nvidia<minor> file of an NVML index (CUDA uses the same order with
+        CUDA_DEVICE_ORDER=PCI_BUS_ID, which the sandbox sets)."""
+        return int(self._nvml.nvmlDeviceGetMinorNumber(self._nvml.nvmlDeviceGetHandleByIndex(int(device))))
+
     def close(self) -> None:
         self._nvml.nvmlShutdown()
 

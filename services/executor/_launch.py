@@ -61,6 +61,9 @@ def _build_jail(spec: dict) -> None:
     for path, size in spec.get("private_tmp", []):  # world-writable host folders become the node's own
         if os.path.isdir(path) and not any(t.startswith(path.rstrip("/") + "/") for t in spec.get("expose", [])):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    for dev in spec.get("mask_devices", []):  # GPUs that are not the node's: /dev/null in their place
+        if os.path.exists(dev):
+            _mount("/dev/null", dev, None, MS_BIND)
     _expose(spec.get("expose", []), jail)
     for path in spec.get("hide", []):  # last: a hidden folder may be an ancestor of the workspace
         if os.path.isdir(path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import logging
 import math
 import os
@@ -146,7 +147,7 @@ class LocalBackend:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": threads,
                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-               "CUDA_VISIBLE_DEVICES": device if device is not None else ""}
+               "CUDA_VISIBLE_DEVICES": device if device is not None else "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         env.update({k: os.environ[k] for k in _PASS_ENV if k in os.environ})
         cwd = os.path.join(self.cfg.local.jail_dir, "work") if self.jailed else str(ws.path)
         env.update(HOME=cwd, TMPDIR=os.path.join(cwd, "tmp"))
@@ -158,9 +159,19 @@ class LocalBackend:
         hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [str(self.root)]
         return {"namespaces": self.jailed, "workspace": str(ws.path), "cwd": cwd,
                 "jail_dir": self.cfg.local.jail_dir, "uid": ws.uid, "gid": ws.gid, "rlimits": rl,
-                "cpus": _cpu_set(slot, lim.cpu), "hide": hide,
+                "cpus": _cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
                 "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")], "expose": keep, "input_src": str(public) if public else None,
                 "argv": [self.python, "-I", "-u", "script.py"], "env": env}
+
+    def _other_gpus(self, device: str | None) -> list[str]:
+        """Device files of every GPU but the node's (all of them for a CPU node), so overriding
+        CUDA_VISIBLE_DEVICES reaches nothing: the file is /dev/null in the jail."""
+        mine = self._minor(device) if device is not None else None
+        return sorted(p for p in glob.glob("/dev/nvidia[0-9]*") if p != f"/dev/nvidia{mine}")
+
+    def _minor(self, device: str) -> int:
+        minor = getattr(self.reader, "minor", None)
+        return minor(device) if callable(minor) else int(device)
 
     async def _execute(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None,
                        public: Path | None) -> Outcome:

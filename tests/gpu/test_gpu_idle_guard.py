@@ -82,3 +82,14 @@ async def test_busy_gpu_node_finishes_and_idle_gpu_node_is_killed_as_gpu_idle_er
     assert (idle.status, idle.exc_type) == ("crashed", "GpuIdleError"), idle.term_tail
     assert idle.gpu_util is not None and idle.gpu_util < 5
     assert GRACE_S <= t_idle < GRACE_S + 30  # killed soon after the grace, not at the 120 s sleep's end
+
+
+async def test_a_cpu_node_cannot_reach_the_gpu_even_by_resetting_cuda_visible_devices(backend):
+    code = ("# /// script\n# [tool.resources]\n# cpu = 2\n# mem = 32\n# ///\n"
+            "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport torch\n"
+            "print('cuda', torch.cuda.is_available(), torch.cuda.device_count())\n"
+            "open('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+    out = await run(backend, code, "cpu000000001")
+    print(json.dumps({"cpu_node": [out.status, out.term_tail[-200:]]}))
+    assert out.status == "ok", out.term_tail
+    assert "cuda False 0" in out.term_tail
