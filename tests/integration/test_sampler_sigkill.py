@@ -14,9 +14,9 @@ from test_sampler_service import begin, expected_ids, grading, public, sampled_c
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def serve(tiny, public, url, tmp_path, name) -> subprocess.Popen:
-    sets = [f"model={tiny}", f"nats.url={url}", "grpc.port=0", f"workdir={tmp_path / 'sampler'}",
-            f'prompts.task_roots=["{public}"]', "sampling.max_new_tokens=12"]
+def serve(model_dir, public_root, url, tmp_path, name) -> subprocess.Popen:
+    sets = [f"model={model_dir}", f"nats.url={url}", "grpc.port=0", f"workdir={tmp_path / 'sampler'}",
+            f'prompts.task_roots=["{public_root}"]', "sampling.max_new_tokens=12"]
     args = [sys.executable, "-m", "treegrpo.cli", "serve", "sampler"] + [x for s in sets for x in ("--set", s)]
     log = open(tmp_path / f"{name}.log", "wb")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TREEGRPO_HOME": str(tmp_path)})
