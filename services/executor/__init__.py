@@ -6,7 +6,8 @@ this package exposes the parts other code and tests use.
 
 from services.executor._gate import MALFORMED, Declaration, parse_declaration
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, NvmlReader, TraceReader, watch
-from services.executor._local import LocalBackend, SandboxError
+from services.executor._host import SandboxError
+from services.executor._local import LocalBackend
 from services.executor._outcome import (
                                         CRASHED,
                                         NO_CODE,

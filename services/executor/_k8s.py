@@ -26,7 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from services.executor import _k8s_manifest as manifest
-from services.executor._local import SandboxError
+from services.executor._host import SandboxError
 from services.executor._outcome import (
     CRASHED,
     NO_SUBMISSION,

@@ -22,10 +22,16 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from services.executor import _workspace as wsmod
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
+from services.executor._host import (
+    SandboxError,
+    cpu_set,
+    interpreter_trees,
+    kill_uid,
+    require_traversable,
+    tree_rss,
+)
 from services.executor._launch import encode_spec
 from services.executor._outcome import (
     CRASHED,
@@ -46,10 +52,6 @@ log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("_launch.py"))
 SETUP_FAILED = 125
 _PASS_ENV = ("LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (not the script): the node is retried later."""
 
 
 class _Run:
@@ -92,7 +94,7 @@ class LocalBackend:
             os.chmod(self.root, 0o711)
         self.jailed = self.is_root and self.cfg.local.namespaces and await self._probe_namespaces()
         if self.is_root and not self.jailed:
-            _require_traversable(self.root)
+            require_traversable(self.root)
         log.info("local sandbox: root=%s jailed=%s uid-drop=%s", self.root, self.jailed, self.is_root)
 
     async def _probe_namespaces(self) -> bool:
@@ -155,11 +157,11 @@ class LocalBackend:
               "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1}
         if not lim.gpu:
             rl["AS"] = int(lim.mem_gib * GIB)
-        keep = _interpreter_trees(self.python)
+        keep = interpreter_trees(self.python)
         hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [str(self.root)]
         return {"namespaces": self.jailed, "workspace": str(ws.path), "cwd": cwd,
                 "jail_dir": self.cfg.local.jail_dir, "uid": ws.uid, "gid": ws.gid, "rlimits": rl,
-                "cpus": _cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
+                "cpus": cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
                 "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")], "expose": keep, "input_src": str(public) if public else None,
                 "argv": [self.python, "-I", "-u", "script.py"], "env": env}
 
@@ -217,7 +219,7 @@ class LocalBackend:
             os.killpg(run.proc.pid, signal.SIGKILL)
         await run.proc.wait()
         if not self.jailed and ws.uid is not None:
-            await asyncio.to_thread(_kill_uid, ws.uid)
+            await asyncio.to_thread(kill_uid, ws.uid)
 
     async def _read_output(self, run: _Run) -> None:
         stream = run.proc.stdout
@@ -239,7 +241,7 @@ class LocalBackend:
             if used > disk_cap:
                 run.kill(CRASHED, "DiskQuotaExceeded")
                 return
-            if await asyncio.to_thread(_tree_rss, run.proc.pid) > mem_cap:
+            if await asyncio.to_thread(tree_rss, run.proc.pid) > mem_cap:
                 run.kill(CRASHED, "MemoryError")
                 return
 
@@ -269,48 +271,3 @@ class LocalBackend:
             if not self.running:
                 break
             await asyncio.sleep(0.1)
-
-
-def _require_traversable(root: Path) -> None:
-    """Without the jail the script (another uid) reaches its workspace by the real path."""
-    for parent in [root, *root.parents]:
-        if not parent.stat().st_mode & 0o001:
-            raise SandboxError(f"workspace root {root}: {parent} is not traversable by the sandbox uid "
-                               f"(chmod o+x it, or pick another local.workspace_root)")
-
-
-def _interpreter_trees(python: str) -> list[str]:
-    """Folders the sandboxed interpreter needs: its installation, and (for ours) the venv and the
-    base installation the venv points to."""
-    real = os.path.realpath(python)
-    trees = {os.path.dirname(os.path.dirname(real)), os.path.dirname(os.path.dirname(python))}
-    if real == os.path.realpath(sys.executable):
-        trees |= {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    return sorted(t for t in trees if t != "/")
-
-
-def _cpu_set(slot: int, cpu: float) -> list[int]:
-    avail = sorted(os.sched_getaffinity(0))
-    n = max(1, min(len(avail), int(math.ceil(cpu))))
-    start = (slot * n) % len(avail)
-    return [avail[(start + i) % len(avail)] for i in range(n)]
-
-
-def _tree_rss(pid: int) -> int:
-    try:
-        procs = [psutil.Process(pid)]
-        procs += procs[0].children(recursive=True)
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
-
-
-def _kill_uid(uid: int) -> None:
-    for p in psutil.process_iter(["uids"]):
-        with contextlib.suppress(psutil.Error):
-            if p.info["uids"] and p.info["uids"].real == uid:
-                p.kill()

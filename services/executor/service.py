@@ -15,7 +15,8 @@ import logging
 from typing import Protocol
 
 from services.executor._gate import Declaration, parse_declaration
-from services.executor._local import LocalBackend, SandboxError
+from services.executor._host import SandboxError
+from services.executor._local import LocalBackend
 from services.executor._outcome import NO_CODE, Job, Limits, Outcome
 from services.executor._workspace import WorkspaceError
 from services.executor.config import ExecutorConfig
