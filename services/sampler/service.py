@@ -28,6 +28,7 @@ from services.sampler.config import SamplerConfig
 from services.sampler.policy import Expansion, next_expansions, round_complete
 from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import treegrpo_home
+from treegrpo.events import IMPORTED_PRODUCER
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 
@@ -115,8 +116,8 @@ class SamplerService(Service):
             if run_id in self.runs:
                 return self.runs[run_id]
             started = await self.bus.last_event(run_id, "run.started")
-            if started is None:
-                return None
+            if started is None or started.envelope.producer == IMPORTED_PRODUCER:
+                return None  # not started yet, or history read back from an archive: never work to redo
             state = RunState.from_started(run_id, started.run_started)
             async for _, event in self.bus.replay(run_id, REPLAY_KINDS):
                 state.apply(event)
@@ -180,7 +181,7 @@ class SamplerService(Service):
 
     # ---- rounds -----------------------------------------------------------------------------
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
-        if rs.completed or not round_complete(rs, state.spec):
+        if state.completed or rs.completed or not round_complete(rs, state.spec):
             return
         body = await round_summary(self.bus, state, rs, state.spec.model or self.model_name, adapter_path="")
         await self.publish(state.run_id, body)

@@ -139,6 +139,9 @@ def expected_ids(spec: RunSpec) -> set[str]:
 
 
 async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, nats_server, tiny, public, tmp_path):
+    imported = RunSpec(run_id="old1", tasks=["spooky-mini"], rounds=1)  # history from an archive: never resumed
+    await bus.publish(events.make_event("old1", events.IMPORTED_PRODUCER, pb.RunStarted(
+        run_spec_json=imported.model_dump_json(), tasks=imported.tasks, rounds=1)))
     svc, task = await start(config(tiny, public, nats_server, tmp_path, max_concurrent_groups=2))
     try:
         async with grading(bus):
@@ -148,6 +151,8 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
     finally:
         await stop(svc, task)
     assert done.run_completed.outcome == "completed"
+    assert await sampled_counts(bus, "old1") == {} and svc.weights_address.startswith("127.0.0.1:")
+    assert (tmp_path / "sampler" / "s1.grpc").read_text().strip() == svc.weights_address
     counts = await sampled_counts(bus, "run1")
     assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
     for r in (1, 2):
