@@ -14,6 +14,8 @@ import dataclasses
 import logging
 from typing import Protocol
 
+from opentelemetry import trace
+
 from services.executor._gate import Declaration, parse_declaration
 from services.executor._host import SandboxError
 from services.executor._local import LocalBackend
@@ -111,6 +113,12 @@ class ExecutorService(Service):
             except Exception as exc:  # the store is ours: retry the node rather than lose its result
                 raise TransientError(f"storing {key}: {type(exc).__name__}: {exc}", delay_s=2.0) from exc
         await self.publish(run_id, executed_body(ns, out, decl, gate, key))
+        span = trace.get_current_span()
+        span.set_attribute("treegrpo.node_id", ns.node_id)
+        span.set_attribute("treegrpo.status", out.status)
+        span.set_attribute("treegrpo.exec_time", out.exec_time)
+        log.info("node %s %s %s%s in %.2fs on %s", ns.node_id, ns.mode, out.status,
+                 f" ({out.exc_type})" if out.exc_type else "", out.exec_time, out.where or "-")
 
     async def execute(self, run_id: str, ns: pb.NodeSampled, decl: Declaration) -> Outcome:
         if not ns.code.strip():
