@@ -56,7 +56,9 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
     overrides = list(set_)
     if not skip_sft:
         from services.learner.sft import prepare_demo_policy
+        from treegrpo.config import treegrpo_home
 
-        model_dir = prepare_demo_policy()
+        console.print("[bold]demo policy[/]: small local model + SFT on the seed corpus (cached after the first run)")
+        model_dir = prepare_demo_policy(treegrpo_home() / "demo")
         overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
     raise typer.Exit(_execute(DEMO_CONFIG, overrides, ""))
