@@ -1,5 +1,5 @@
 """Run the simulator by hand: `python -m tests.k8s_sim --data /path/to/public` prints its URL; then
-`treegrpo serve executor --set backend='"k8s"' --set k8s.api_url='"<url>"' --set k8s.python='"python3"'`."""
+`treegrpo serve executor --set backend=k8s --set k8s.api_url=<url> --set k8s.python=python3`."""
 
 from __future__ import annotations
 
