@@ -30,9 +30,22 @@ def learner_config(nats_url: str, model: Path, tmp: Path, **kw) -> LearnerConfig
                          nats=NatsSettings(url=nats_url), telemetry=TelemetrySettings(enabled=False), **kw)
 
 
-async def start(service: LearnerService) -> asyncio.Task:
+async def start(service: LearnerService, tracer=None) -> asyncio.Task:
     await service.setup()
+    if tracer is not None:  # the process-wide provider belongs to whichever test set it first
+        service.tracer = service.consumer.tracer = tracer
     return asyncio.create_task(service.run())
+
+
+def memory_tracer():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("learner-test"), exporter
 
 
 async def stop(service: LearnerService, task: asyncio.Task) -> None:
@@ -72,12 +85,14 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
     cfg = learner_config(nats_server.url, tiny_model, tmp_path, sampler_endpoints=[receiver.address],
                          loaded_timeout_s=10, push_attempts=2)
     service = LearnerService(cfg)
-    task = await start(service)
+    tracer, spans = memory_tracer()
+    task = await start(service, tracer)
     try:
         g1 = await scored_group(bus, "rs1", "t1", 1, 0, [0.9, 0.1, -0.5, 0.4], ["ok", "ok", "crashed", "ok"], vocab=320)
         await asyncio.sleep(1.0)
         assert await learner_steps(bus, "rs1") == [], "a sync step waits for every task's groups of the round"
-        g2 = await scored_group(bus, "rs1", "t2", 1, 0, [-0.5, -0.5, -0.5, -0.5], ["crashed"] * 4, vocab=320)
+        with tracer.start_as_current_span("grader publish") as grader_span:
+            g2 = await scored_group(bus, "rs1", "t2", 1, 0, [-0.5, -0.5, -0.5, -0.5], ["crashed"] * 4, vocab=320)
         (step,) = await wait_steps(bus, "rs1", 1)
     finally:
         await stop(service, task)
@@ -98,6 +113,11 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
     assert loaded.sha256 == published.sha256
     assert backend.version == 1
     assert (tmp_path / "ckpt" / "LATEST").read_text() == "step_000001"
+    by_name = {sp.name: sp for sp in spans.get_finished_spans()}
+    step_span = by_name["learner.step"]
+    assert step_span.context.trace_id == grader_span.get_span_context().trace_id
+    for phase in ("adv", "update_actor", "save_checkpoint", "update_weights"):
+        assert by_name[phase].parent.span_id == step_span.context.span_id, phase
 
 
 async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(bus, nats_server, tiny_model, tmp_path):
