@@ -77,9 +77,27 @@ def find_public_dir(task: str, roots: list[str] | None = None) -> Path:
 
 
 def task_context(task: str, roots: list[str] | None = None, csv_head_lines: int = 4) -> TaskContext:
-    public = find_public_dir(task, roots)
-    description = (public / "description.md").read_text(encoding="utf-8", errors="replace")
+    """Description + data overview of a task: its public folder's `description.md` when one exists,
+    else the grader's task registry (which generates a built-in task on first use, or reads an
+    MLE-bench competition from `roots`). Only the public side of a task is ever read."""
+    try:
+        public = find_public_dir(task, roots)
+        description = (public / "description.md").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError as missing:
+        public, description = _from_registry(task, roots, missing)
     return TaskContext(task, public, description, data_overview(public, csv_head_lines))
+
+
+def _from_registry(task: str, roots: list[str] | None, missing: FileNotFoundError) -> tuple[Path, str]:
+    try:
+        from services.grader.tasks import UnknownTask, get_task
+    except ImportError:  # a sampler image without the grader extra: the folder lookup is all there is
+        raise missing from None
+    try:
+        found = get_task(task, mlebench_roots=roots or ())
+    except UnknownTask as exc:
+        raise FileNotFoundError(f"{missing}; and the task registry: {exc}") from exc
+    return Path(found.public_dir), found.description
 
 
 def data_overview(public_dir: Path, csv_head_lines: int = 4) -> str:

@@ -103,3 +103,10 @@ def test_parse_truncated_fence_counts_only_if_it_compiles():
 def test_parse_unclosed_think_is_all_thinking():
     p = parse_completion("<think>still thinking about ```python\nx=1")
     assert p.code == "" and p.thinking.startswith("still thinking")
+
+
+def test_task_context_falls_back_to_the_grader_registry_for_a_builtin_task(tmp_path, monkeypatch):
+    monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path))
+    ctx = task_context("spooky-mini")  # not generated yet: the registry generates it
+    assert ctx.public_dir == tmp_path / "tasks" / "public" / "spooky-mini"
+    assert ctx.description.strip() and "train.csv" in ctx.data_overview and "private" not in ctx.data_overview
