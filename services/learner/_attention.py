@@ -35,9 +35,10 @@ def _varlen():
 def _per_sequence(q, k, v, cu: list[int], scale: float | None) -> torch.Tensor:
     """q [1, H, T, D], k/v [1, Hkv, T, D] -> [1, T, H, D]; one causal SDPA per sequence."""
     gqa = q.shape[1] != k.shape[1]
-    outs = [F.scaled_dot_product_attention(q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], is_causal=True,
-                                           scale=scale, enable_gqa=gqa)
-            for s, e in zip(cu[:-1], cu[1:], strict=True)]
+    # split, not slicing: a slice's backward writes a zero tensor of the whole row per sequence
+    lens = [e - s for s, e in zip(cu[:-1], cu[1:], strict=True)]
+    outs = [F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, scale=scale, enable_gqa=gqa)
+            for qi, ki, vi in zip(q.split(lens, 2), k.split(lens, 2), v.split(lens, 2), strict=True)]
     return torch.cat(outs, dim=2).transpose(1, 2)
 
 
