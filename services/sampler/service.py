@@ -65,8 +65,7 @@ class SamplerService(Service):
 
     @property
     def model_name(self) -> str:
-        return str(resolve_model_path(self.config)) if self.config.backend == "hf" or not self.config.model \
-            else self.config.model
+        return str(resolve_model_path(self.config))
 
     def handlers(self):
         return {"run.started": self.on_run_started, "run.completed": self.on_run_completed,
@@ -166,11 +165,13 @@ class SamplerService(Service):
         key = (state.run_id, published.version)
         if published.version <= self.backend.version or key in self._pulls:
             return
-        self._pulls[key] = asyncio.create_task(self._pull_later(state, published, after_s))
+        task = asyncio.create_task(self._pull_later(state, published, after_s))
+        self._pulls[key] = task
+        task.add_done_callback(lambda _t, k=key: self._pulls.pop(k, None))
 
     async def _pull_later(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
         deadline = time.monotonic() + after_s
-        while self.backend.version < published.version and not self.stopping.is_set():
+        while self.backend.version < published.version and not (self.stopping.is_set() or state.completed):
             if time.monotonic() >= deadline:
                 result = await self.loader.pull(state.run_id, published)
                 if result.accepted:
