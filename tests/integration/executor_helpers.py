@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
 
 from services.executor import ExecutorConfig, Job, Limits, LocalBackend, Outcome, parse_declaration
 
-UID_BASE = 61000
+# a uid range of our own: another executor on this machine (a demo, another test run) uses 61000+
+UID_BASE = 62000 + (os.getpid() % 400) * 8
 
 
 def make_config(tmp: Path, **over) -> ExecutorConfig:
@@ -45,11 +47,24 @@ def sandbox_processes(n_slots: int = 8) -> list[psutil.Process]:
 
 async def assert_healthy(backend: LocalBackend) -> None:
     """Nothing of a finished node survives, no workspace is left, and a normal node still runs."""
-    assert sandbox_processes() == [], "a sandboxed process outlived its node"
+    left = sandbox_processes()
+    for _ in range(20):  # a pid namespace is torn down by the kernel a moment after its init exits
+        if not left:
+            break
+        time.sleep(0.1)
+        left = sandbox_processes()
+    assert left == [], f"a sandboxed process outlived its node: {[_describe(p) for p in left]}"
     assert backend.running == {}
     assert list(Path(backend.cfg.local.workspace_root).iterdir()) == []
     out = await run_code(backend, "open('submission/submission.csv','w').write('id\\n1\\n')\n", node="health")
     assert out.status == "ok" and out.submission == b"id\n1\n"
+
+
+def _describe(p: psutil.Process) -> str:
+    try:
+        return f"pid={p.pid} ppid={p.ppid()} uid={p.uids().real} status={p.status()} cmd={p.cmdline()[:4]}"
+    except psutil.Error as exc:
+        return f"pid={p.pid} gone ({type(exc).__name__})"
 
 
 def world_readable_dir() -> Path:
