@@ -235,3 +235,22 @@ async def publish_version(bus, tiny, tmp_path, run: str, version: int) -> None:
     sha, size = await bus.put_object(ADAPTERS, key, buf.getvalue())
     body = pb.PolicyPublished(version=version, adapter_key=key, sha256=sha, bytes=size, step=version)
     await bus.publish(events.make_event(run, "learner/test", body))
+
+
+async def test_with_staleness_one_the_next_round_starts_before_the_trained_version_exists(
+        bus, nats_server, tiny, public, tmp_path):
+    svc, task = await start(config(tiny, public, nats_server, tmp_path, max_concurrent_groups=2))
+    try:
+        async with grading(bus):
+            await begin(bus, run_id="async1", tasks=["spooky-mini"], rounds=3, train=True, max_staleness=1,
+                               tree={"expansions": 2, "group_size": 2, "drafts": 1})
+            await wait_for(bus, "async1", "round.completed", ("spooky-mini", "2"))
+            await asyncio.sleep(1.5)
+            assert await bus.last_event("async1", "round.started", ("spooky-mini", "3")) is None  # needs v1
+    finally:
+        await stop(svc, task)
+    seqs = {}
+    async for seq, ev in bus.replay("async1", ["round.started", "round.completed"]):
+        seqs[(events.kind_of(ev), events.body_of(ev).round)] = seq
+    assert seqs[("round.started", 2)] < seqs[("round.completed", 1)]  # round 2 overlapped round 1
+    assert (await bus.last_event("async1", "round.started", ("spooky-mini", "2"))).round_started.policy_version == 0
