@@ -96,3 +96,21 @@ def export_records(export_dir: Path) -> list[dict]:
             continue
         rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return rows
+
+
+def load_spans(run_dir: Path) -> dict[str, dict]:
+    spans = {}
+    for path in (run_dir / "traces").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                s = json.loads(line)
+                spans[s["span_id"]] = s
+    return spans
+
+
+def journey(spans: dict[str, dict], leaf: dict) -> list[dict]:
+    """The chain of spans from `leaf` up to its root, following parent ids across services."""
+    chain = [leaf]
+    while chain[-1]["parent_id"] and chain[-1]["parent_id"] in spans:
+        chain.append(spans[chain[-1]["parent_id"]])
+    return chain

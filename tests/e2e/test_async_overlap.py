@@ -32,8 +32,8 @@ def measure(home, run_id):
                 starts[b.round] = e.envelope.time
             elif kind == "round.completed":
                 ends[b.round] = e.envelope.time
-            else:
-                steps.append(b.total_s)
+            else:  # training time proper: the step's total less the wait for its batch (`gen`)
+                steps.append(b.total_s - b.phases_s.gen)
         await bus.close(2)
         return starts, ends, steps
 
@@ -56,7 +56,7 @@ def run_mode(tmp_path, staleness: int):
     (src / "sleeper.py").write_text(SCRIPT)
     proc = start_run(home, "configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
                      'sampler.backend="replay"', f'sampler.replay.source_dir="{src}"', "sampler.replay.delay_s=2.5",
-                     "run.rounds=5", "run.tree.expansions=2", "run.tree.group_size=2",
+                     "run.rounds=4", "run.tree.expansions=2", "run.tree.group_size=2",
                      f"run.max_staleness={staleness}", "executor.max_concurrency=4",
                      "learner.min_step_seconds=10")
     assert proc.wait(600) == 0, (home / "run.log").read_text()[-4000:]

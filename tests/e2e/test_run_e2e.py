@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e._harness import export_records, prepare_home, read_log, run_ids, start_run
+from tests.e2e._harness import export_records, journey, load_spans, prepare_home, read_log, run_ids, start_run
 
 
 @pytest.mark.timeout(600)
@@ -31,3 +31,13 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     timing = [json.loads(x) for x in (run_dir / "export" / run_id / "timing.jsonl").read_text().splitlines()]
     assert [t["step"] for t in timing] == list(range(1, rounds + 1)) or len(timing) == rounds
     assert (run_dir / "report" / "report.md").exists()
+
+    # one node's journey sampler -> executor -> grader -> learner is one trace
+    spans = load_spans(run_dir)
+    learner_spans = [s for s in spans.values() if s["service"] == "learner" and s["name"].endswith("group.scored")]
+    assert learner_spans, "the learner recorded no span for a group.scored it consumed"
+    chain = journey(spans, learner_spans[0])
+    assert [s["service"] for s in chain] == ["learner", "grader", "executor", "sampler"], [s["name"] for s in chain]
+    assert len({s["trace_id"] for s in chain}) == 1
+    node = chain[2]["attributes"]["treegrpo.event_id"].rsplit(".", 1)[-1]
+    assert chain[1]["attributes"]["treegrpo.event_id"].endswith(f"node.executed.{node}")
