@@ -34,12 +34,13 @@ class RunLearner:
         self.buffer = GroupBuffer()
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
+        self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.record: dict = {}
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(bus, producer, cfg.sampler_endpoints, cfg.expect_loaded, cfg.push_timeout_s,
                                    cfg.loaded_timeout_s, cfg.push_attempts)
-        self.model_path = cfg.model or str(treegrpo_home() / "model")
+        self.model_path = cfg.model or str(treegrpo_home() / "models" / "small")
         self.need = cfg.groups_per_step or len(spec.tasks) * spec.tree.expansions
         self.sync = spec.max_staleness == 0
 
@@ -155,6 +156,13 @@ class RunLearner:
         return out, with_signal, staleness
 
     async def step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
+        self.inflight = {g.group: g.done for g in batch.groups}
+        try:
+            return await self._step(batch, waited_s, dropped)
+        finally:
+            self.inflight = {}
+
+    async def _step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
         t0 = time.perf_counter()
         wall0 = time.time_ns()
         with self.tracer.start_as_current_span("learner.step", context=step_context(batch),

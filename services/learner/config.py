@@ -30,7 +30,7 @@ class LearnerConfig(Settings):
 
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__")
 
-    model: str = Field(default="", description="Base model folder (transformers format); empty = $TREEGRPO_HOME/model")
+    model: str = Field(default="", description="Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape")
     lr: float = Field(default=1e-5, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")

@@ -85,6 +85,9 @@ class LearnerService(Service):
         gs = event.group_scored
         if run is None or gs.sibling_group in run.trained or not gs.members:
             return  # search-only run, already trained (a redelivery after a crash), or empty
+        if gs.sibling_group in run.inflight:  # a redelivery while its step runs: share that outcome
+            await asyncio.shield(run.inflight[gs.sibling_group])
+            return
         members = await run.members(gs)
         ctx = trace.get_current_span().get_span_context()
         group = run.buffer.add(PendingGroup(gs.sibling_group, gs.task, gs.round, gs.step, delivery.stream_seq,
