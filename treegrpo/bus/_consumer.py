@@ -90,18 +90,27 @@ class Consumer:
         self._inflight = set(tasks[1:])
         try:
             await self._loop(stop)
-            # fetched but not started: leave unacked, the server redelivers them to whoever runs next
+            await self._give_back_queued()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drain_busy(), drain_timeout_s)
         finally:
             for t in tasks:
                 t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # cancelled handlers nak first
             if self._sub is not None:
                 # a pull subscription's queue holds the server's status replies; left subscribed,
                 # it never drains and the connection's drain waits out its whole timeout
                 with contextlib.suppress(Exception):
                     await self._sub.unsubscribe()
                 self._sub = None
+
+    async def _give_back_queued(self) -> None:
+        """Fetched but not started: nak now, so the next consumer gets them at once rather than
+        after ack_wait."""
+        while not self._queue.empty():
+            msg = self._queue.get_nowait()
+            with contextlib.suppress(Exception):
+                await msg.nak()
 
     async def _drain_busy(self) -> None:
         while self._busy:
@@ -184,6 +193,10 @@ class Consumer:
         except TransientError as exc:
             await self._retry(msg, event, delivery, exc.reason, exc.delay_s)
             return
+        except asyncio.CancelledError:  # stopped mid-handler: hand the message straight back
+            with contextlib.suppress(Exception):
+                await asyncio.shield(msg.nak())
+            raise
         except Exception as exc:  # unexpected: retry with backoff, never crash the loop
             log.exception("%s: handler failed on %s", self.durable, event.envelope.event_id)
             span.record_exception(exc)
