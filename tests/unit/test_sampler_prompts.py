@@ -12,7 +12,7 @@ def test_draft_prompt_has_task_instructions_resources_and_data_but_no_hints_or_s
     assert [m["role"] for m in msgs] == ["system", "user"]
     user = msgs[1]["content"]
     for needle in ("Predict the author.", "./input/", "./submission/submission.csv", "Validation metric",
-                   "# /// script", "[tool.resources]", "gpu = 0", "input/\n    train.csv"):
+                   "# /// script", "[tool.resources]", "# gpu = 1", "input/\n    train.csv"):
         assert needle in user
     assert "GPU is available" not in user
 
@@ -110,3 +110,15 @@ def test_task_context_falls_back_to_the_grader_registry_for_a_builtin_task(tmp_p
     ctx = task_context("spooky-mini")  # not generated yet: the registry generates it
     assert ctx.public_dir == tmp_path / "tasks" / "public" / "spooky-mini"
     assert ctx.description.strip() and "train.csv" in ctx.data_overview and "private" not in ctx.data_overview
+
+
+def test_the_resource_example_in_the_instructions_passes_the_executors_gate():
+    import re
+
+    from services.executor import parse_declaration
+    from services.executor.config import GateSettings
+
+    user = render_prompt("draft", "d", "o")[1]["content"]
+    block = re.search(r"```python\n(# /// script.*?# ///)\n```", user, re.S).group(1)
+    decl = parse_declaration(block + "\nprint(1)\n", GateSettings())
+    assert decl.resources == {"cpu": 2, "mem": 4, "ephemeral": 2} and decl.miss_reason is None
