@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SCRIPT = "import time\ntime.sleep(4)\nprint('slept')\n"
 
 
-def measure(home, run_id):
+def measure(home, run_id, staleness: int):
     async def fold():
         starts, ends, steps = {}, {}, []
         bus = await Bus.connect(server.url, "test/overlap", 10)
@@ -43,7 +43,8 @@ def measure(home, run_id):
     finally:
         server.stop()
     rounds = sorted(starts)
-    period = statistics.median(starts[r + 1] - starts[r] for r in rounds[1:-1])
+    # steady state: the first staleness+1 rounds need no trained version and start at once
+    period = statistics.median(starts[r + 1] - starts[r] for r in rounds[staleness + 1:-1])
     rollout = statistics.median(ends[r] - starts[r] for r in rounds)
     return period, rollout, statistics.median(steps)
 
@@ -56,11 +57,11 @@ def run_mode(tmp_path, staleness: int):
     (src / "sleeper.py").write_text(SCRIPT)
     proc = start_run(home, "configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
                      'sampler.backend="replay"', f'sampler.replay.source_dir="{src}"', "sampler.replay.delay_s=2.5",
-                     "run.rounds=4", "run.tree.expansions=2", "run.tree.group_size=2",
+                     "run.rounds=5", "run.tree.expansions=2", "run.tree.group_size=2",
                      f"run.max_staleness={staleness}", "executor.max_concurrency=4",
                      "learner.min_step_seconds=10")
     assert proc.wait(600) == 0, (home / "run.log").read_text()[-4000:]
-    return measure(home, run_ids(home)[0])
+    return measure(home, run_ids(home)[0], staleness)
 
 
 def test_async_round_period_is_the_max_of_rollout_and_training_while_sync_pays_the_sum(tmp_path):
