@@ -155,12 +155,13 @@ def main() -> None:
 
     result.update({"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                    "model_params": info["params"], "group": args.group, "tokens": args.tokens, "rank": args.rank,
-                   "repeats": args.repeats, "vllm": vllm.__version__, "omp_threads": os.environ["OMP_NUM_THREADS"]})
+                   "repeats": args.repeats, "vllm_version": vllm.__version__, "omp_threads": os.environ["OMP_NUM_THREADS"]})
+    OUT.mkdir(exist_ok=True)
+    (OUT / "sampler_vllm.json").write_text(json.dumps(result, indent=2))
     path = plot(result)
     if path:
         result["plot"] = str(path)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "sampler_vllm.json").write_text(json.dumps(result, indent=2))
+        (OUT / "sampler_vllm.json").write_text(json.dumps(result, indent=2))
     console.print_json(json.dumps(result))
 
 
