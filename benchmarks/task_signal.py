@@ -160,7 +160,7 @@ def plot(rows, tasks, path: Path) -> None:
     for ax, (task_id, task) in zip(axes, tasks.items(), strict=True):
         mine = [(n, v) for t, n, v in rows if t == task_id]
         ax.bar(range(len(mine)), [v for _, v in mine], color=["#999999", "#4c72b0", "#dd8452"][:len(mine)])
-        ax.set_xticks(range(len(mine)), [n.split(":")[0] for n, _ in mine])
+        ax.set_xticks(range(len(mine)), [n.split(":")[0].split(" (")[0] for n, _ in mine])
         ax.set_title(f"{task_id}\n{task.metric.value} ({task.direction} is better)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
