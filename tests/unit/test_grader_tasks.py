@@ -46,6 +46,12 @@ def test_public_only_generation_writes_the_same_public_files_and_no_answers(home
         (home / "tasks/private/spooky-mini/answers.csv").read_bytes()
 
 
+def test_registry_lookup_without_answers_for_hosts_that_must_not_hold_them(tmp_path):
+    task = get_task("plant-mini", tmp_path, private=False)
+    assert (task.public_dir / "description.md").is_file() and not task.answers_path.exists()
+    assert not (tmp_path / "tasks/private").exists()
+
+
 def test_another_seed_gives_other_data(home, tmp_path):
     ensure_builtin_tasks(tmp_path, seed=1, tasks=["spooky-mini"])
     ours = (home / "tasks/public/spooky-mini/train.csv").read_bytes()

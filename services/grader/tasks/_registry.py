@@ -20,10 +20,11 @@ class TaskRegistry:
     """Built-in ids resolve first (generated on first use); then each MLE-bench root in order."""
 
     def __init__(self, home: Path | None = None, mlebench_roots: Sequence[Path | str] = (),
-                 seed: int = DEFAULT_SEED):
+                 seed: int = DEFAULT_SEED, private: bool = True):
         self.home = Path(home) if home is not None else treegrpo_home()
         self.roots = [Path(r).expanduser() for r in mlebench_roots]
         self.seed = seed
+        self.private = private  # False: built-ins get public folders only (sampler, executor hosts)
         self._tasks: dict[str, Task] = {}
         self._lock = threading.Lock()  # generation may be asked for from worker threads
 
@@ -35,7 +36,7 @@ class TaskRegistry:
 
     def _resolve(self, task_id: str) -> Task:
         if task_id in BUILTINS:
-            return ensure_builtin_tasks(self.home, self.seed, tasks=[task_id])[task_id]
+            return ensure_builtin_tasks(self.home, self.seed, tasks=[task_id], private=self.private)[task_id]
         for root in self.roots:
             task = read_competition(root, task_id)
             if task is not None:
@@ -50,9 +51,11 @@ class TaskRegistry:
         return found
 
 
-def get_task(task_id: str, home: Path | None = None, mlebench_roots: Sequence[Path | str] = ()) -> Task:
-    """One task by id (built-in tasks are generated into `home` on first use)."""
-    return TaskRegistry(home, mlebench_roots).get(task_id)
+def get_task(task_id: str, home: Path | None = None, mlebench_roots: Sequence[Path | str] = (),
+             private: bool = True) -> Task:
+    """One task by id (built-in tasks are generated into `home` on first use; with
+    `private=False` only their public folders, for processes that must not hold answers)."""
+    return TaskRegistry(home, mlebench_roots, private=private).get(task_id)
 
 
 def list_tasks(home: Path | None = None, mlebench_roots: Sequence[Path | str] = ()) -> list[str]:
