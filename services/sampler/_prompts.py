@@ -94,7 +94,7 @@ def _from_registry(task: str, roots: list[str] | None, missing: FileNotFoundErro
     except ImportError:  # a sampler image without the grader extra: the folder lookup is all there is
         raise missing from None
     try:
-        found = get_task(task, mlebench_roots=roots or ())
+        found = get_task(task, mlebench_roots=roots or (), private=False)  # never write answers here
     except UnknownTask as exc:
         raise FileNotFoundError(f"{missing}; and the task registry: {exc}") from exc
     return Path(found.public_dir), found.description
