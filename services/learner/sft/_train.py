@@ -81,6 +81,20 @@ def _collate(examples: list[Example], pad_id: int, device: str):
     return ids.to(device), mask.to(device), labels.to(device)
 
 
+def completion_loss(model, ids, mask, labels):
+    """Token-mean cross-entropy of the completion tokens. The LM head runs on completion positions
+    only (on a small model it is over half the compute; on a large one the full logits would not
+    fit), and position t predicts token t + 1."""
+    import torch.nn.functional as F
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = base.model(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
+    targets = labels[:, 1:]
+    keep = targets != -100
+    logits = base.lm_head(hidden[keep])
+    return F.cross_entropy(logits.float(), targets[keep])
+
+
 def _schedule(step: int, total: int, warmup: int, min_ratio: float) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -140,7 +154,7 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
         while step < total:
             for batch in make_batches(examples, config.batch_tokens, rng):
                 ids, mask, labels = _collate([examples[i] for i in batch], tokenizer.pad_token_id, config.device)
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                loss = completion_loss(model, ids, mask, labels)
                 loss.backward()
                 if config.grad_clip:
                     torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
@@ -148,7 +162,7 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
                 sched.step()
                 opt.zero_grad(set_to_none=True)
                 tokens += int((labels != -100).sum())
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
                 elapsed = time.perf_counter() - started
                 log.write(json.dumps({"step": step, "loss": losses[-1], "lr": sched.get_last_lr()[0],
                                       "seconds": round(elapsed, 2), "completion_tokens": tokens}) + "\n")
