@@ -38,6 +38,7 @@ class LearnerService(Service):
         self.active: RunLearner | None = None
         self._opening = asyncio.Lock()
         self._loop: asyncio.Task | None = None
+        self._warm: asyncio.Task | None = None
         self._last_step_end = time.monotonic()
         self._dropped_since_step = 0
         self.steps: list[pb.LearnerStepped] = []
@@ -56,6 +57,16 @@ class LearnerService(Service):
 
     async def on_setup(self) -> None:
         self._loop = asyncio.create_task(self._train_loop(), name="learner-train-loop")
+        if self.config.run_id:  # load the policy and restore now, not at the first group
+            self._warm = asyncio.create_task(self._warm_up(self.config.run_id), name="learner-warm-up")
+
+    async def _warm_up(self, run_id: str) -> None:
+        while not self.stopping.is_set() and self.active is None:
+            try:
+                if await self._ensure_run(run_id) is None:
+                    return  # a search-only run
+            except TransientError:
+                await asyncio.sleep(1.0)
 
     async def stop(self) -> None:
         await super().stop()
@@ -63,10 +74,11 @@ class LearnerService(Service):
             self.active.buffer.fail_all(TransientError("learner stopping", 1.0))
 
     async def on_stop(self) -> None:
-        if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._loop
+        for t in (self._loop, self._warm):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
         self.wandb.close()
 
     # ---- handlers ------------------------------------------------------------------------------

@@ -64,5 +64,9 @@ async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_onc
     assert sorted(trained) == sorted(groups), (trained, (tmp_path / "second.log").read_text()[-2000:])
     assert [s.step for s in steps] == list(range(1, 7))
     assert killed_at < 6
+    resumed = (tmp_path / "second.log").read_text()
+    assert "learner for run rk1 at version" in resumed
+    version = int(resumed.split("learner for run rk1 at version ")[1].split()[0])
+    assert 2 <= version <= killed_at + 1  # resumed from durable state, not from scratch
     versions = sorted([e.policy_published.version async for _s, e in bus.replay("rk1", kinds=["policy.published"])])
     assert versions == list(range(1, 7))

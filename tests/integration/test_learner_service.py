@@ -140,3 +140,36 @@ async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
     assert [list(s.sibling_groups) for s in steps] == [[a], [b], [d]]
     assert [list(s.staleness) for s in steps] == [[0], [1], [0]]
     assert [s.groups_dropped_stale for s in steps] == [0, 0, 1]
+
+
+@pytest.mark.timeout(240)
+async def test_a_learner_without_its_checkpoint_folder_resumes_from_the_published_adapter(
+        bus, nats_server, tiny_model, tmp_path):
+    import torch
+
+    await start_run(bus, run_spec("rp1", ["t"], expansions=2, group_size=3, max_staleness=5))
+    cfg = learner_config(nats_server.url, tiny_model, tmp_path, groups_per_step=1, run_id="rp1")
+    service = LearnerService(cfg)
+    task = await start(service)
+    try:
+        a = await scored_group(bus, "rp1", "t", 1, 0, [1.0, 0.0, 0.4], vocab=320)
+        await wait_steps(bus, "rp1", 1)
+        weights = {k: v.clone() for k, v in service.active.model.state_dict().items() if "lora" in k}
+    finally:
+        await stop(service, task)
+    import shutil
+
+    shutil.rmtree(tmp_path / "ckpt")  # a pod restarted on another node: no local disk
+    service = LearnerService(cfg)
+    task = await start(service)
+    try:
+        while service.active is None:  # run_id is set: the model loads at start, before any group
+            await asyncio.sleep(0.1)
+        restored = {k: v for k, v in service.active.model.state_dict().items() if "lora" in k}
+        assert all(torch.equal(weights[k], restored[k]) for k in weights)
+        assert service.active.state.step == 1 and a in service.active.trained
+        b = await scored_group(bus, "rp1", "t", 1, 1, [0.0, 1.0, 0.2], vocab=320)
+        steps = await wait_steps(bus, "rp1", 2)
+    finally:
+        await stop(service, task)
+    assert [list(s.sibling_groups) for s in steps] == [[a], [b]]
