@@ -95,11 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default="", help="corpus folder (default: the repo's corpus/)")
     ap.add_argument("--tasks", nargs="*", default=[], help="only these tasks")
+    ap.add_argument("--names", nargs="*", default=[], help="only these scripts (file stems)")
     ap.add_argument("--jobs", type=int, default=2, help="scripts run at once")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per script")
     args = ap.parse_args(argv)
     root = corpus_dir(args.corpus)
-    scripts = [s for s in load_corpus(root) if not args.tasks or s.task in args.tasks]
+    scripts = [s for s in load_corpus(root) if (not args.tasks or s.task in args.tasks)
+               and (not args.names or s.name in args.names)]
     tasks = ensure_builtin_tasks(tasks=sorted({s.task for s in scripts}))
     with ThreadPoolExecutor(args.jobs) as pool:
         results = dict(zip([(s.task, s.name) for s in scripts],
