@@ -151,6 +151,8 @@ class RunLearner:
             with_signal += any(a != 0.0 for a in adv)
             staleness.append(self.state.step - g.policy_version)
             for m, a in zip(g.members, adv, strict=True):
+                if not m.prompt_ids or not m.response_ids:
+                    continue  # nothing to condition on or to train (the sampler recorded no tokens)
                 out.append(TrainSample(g.group, m.node_id, m.prompt_ids, m.response_ids, m.behaviour_logprobs, a,
                                        self.state.step - m.policy_version))
         return out, with_signal, staleness

@@ -26,7 +26,8 @@ async def start_run(bus: Bus, spec: RunSpec) -> None:
 
 async def scored_group(bus: Bus, run_id: str, task: str, round_: int, step: int, rewards: Sequence[float],
                        statuses: Sequence[str] | None = None, version: int = 0, vocab: int = 96,
-                       prompt_len: int = 6, response_len: int = 5, seed: int = 0) -> str:
+                       prompt_len: int = 6, response_len: int = 5, seed: int = 0,
+                       empty: Sequence[int] = ()) -> str:
     """Publish G node.sampled facts and then the group's group.scored; returns the group id."""
     rng = random.Random(f"{run_id}/{task}/{round_}/{step}/{seed}")
     group = ev_mod.group_id(run_id, task, round_, step)
@@ -35,7 +36,7 @@ async def scored_group(bus: Bus, run_id: str, task: str, round_: int, step: int,
     members = []
     for i, (reward, status) in enumerate(zip(rewards, statuses, strict=True)):
         node = ev_mod.node_id(run_id, task, round_, step, i)
-        resp = [rng.randrange(3, vocab) for _ in range(response_len + i % 3)]
+        resp = [] if i in empty else [rng.randrange(3, vocab) for _ in range(response_len + i % 3)]
         body = pb.NodeSampled(node_id=node, task=task, round=round_, step=step, sibling_group=group, mode="draft",
                               group_size=len(rewards), index_in_group=i, response_token_ids=resp,
                               response_logprobs=[-4.5] * len(resp), policy_version=version, prompt_token_ids=prompt)
