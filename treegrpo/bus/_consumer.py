@@ -56,6 +56,8 @@ class Consumer:
         self.bus, self.durable, self.filters, self.handler = bus, durable, filters, handler
         self.opt = options or ConsumerOptions()
         self.tracer = tracer or trace.get_tracer("treegrpo.bus")
+        # no tracer given and no SDK provider installed: skip span bookkeeping on the hot path
+        self._traced = tracer is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         self._sub = None
         self._bound_at = -1
         self._inflight: set[asyncio.Task] = set()  # the worker tasks
@@ -174,6 +176,9 @@ class Consumer:
             await self._dead_letter(msg, delivery, f"subject {msg.subject} does not match its body ({expected})",
                                     run_id=_run_of(msg.subject))
             return
+        if not self._traced:
+            await self._handle(msg, event, delivery, None)
+            return
         ctx = context_from_headers(msg.headers) if msg.headers and "traceparent" in msg.headers else None
         with self.tracer.start_as_current_span(f"{self.durable} {kind}", context=ctx,
                                                kind=trace.SpanKind.CONSUMER) as span:
@@ -187,7 +192,8 @@ class Consumer:
         try:
             await self.handler(event, delivery)
         except PermanentError as exc:
-            span.set_status(trace.StatusCode.ERROR, exc.reason)
+            if span is not None:
+                span.set_status(trace.StatusCode.ERROR, exc.reason)
             await self._dead_letter(msg, delivery, exc.reason, run_id=event.envelope.run_id)
             return
         except TransientError as exc:
@@ -199,7 +205,8 @@ class Consumer:
             raise
         except Exception as exc:  # unexpected: retry with backoff, never crash the loop
             log.exception("%s: handler failed on %s", self.durable, event.envelope.event_id)
-            span.record_exception(exc)
+            if span is not None:
+                span.record_exception(exc)
             delay = min(self.opt.backoff_max_s, self.opt.backoff_s * 2 ** (delivery.num_delivered - 1))
             await self._retry(msg, event, delivery, f"{type(exc).__name__}: {exc}", delay)
             return
