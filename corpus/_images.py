@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _parts import Script, header, model_block
+from _parts import Script, header, model_block, shared_imports
 
 FEATURES: dict[str, tuple[str, str]] = {
     # key -> (def features(img) ..., description)
@@ -140,7 +140,7 @@ def sklearn_scripts(task: str) -> list[Script]:
     for i, (feat, mkey, params, scale) in enumerate(COMBOS):
         f_code, f_desc = FEATURES[feat]
         m_imports, m_line, m_desc = model_block(mkey, scale=scale, **params)
-        imports = "\n".join([m_imports, score_import])
+        imports = shared_imports(*(model_block(m, scale=sc, **p)[0] for _, m, p, sc in COMBOS), score_import)
         code = SKELETON.format(header=header(["numpy", "pandas", "pillow", "scikit-learn"]),
                                imports=imports, load=LOAD.format(features=f_code), read=READ[task],
                                model=m_line, score=score_line, write=WRITE[task])

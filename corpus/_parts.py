@@ -76,3 +76,11 @@ def model_block(key: str, scale: bool = False, **params) -> tuple[str, str, str]
         ctor = f"make_pipeline(StandardScaler(), {ctor})"
         desc = f"standardised features and {desc}"
     return imports, f"model = {ctor}", desc
+
+
+def shared_imports(*blocks: str) -> str:
+    """One sorted import block holding every line the given blocks import. Every script of a task
+    starts with the same block (as a template-following model writes), so the one place a script
+    commits to its model is the `model = ...` line, not an import far above it."""
+    lines = {line for block in blocks for line in block.splitlines() if line.strip()}
+    return "\n".join(sorted(lines, key=lambda line: (line.split()[1], line)))

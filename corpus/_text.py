@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _parts import Script, header, model_block
+from _parts import Script, header, model_block, shared_imports
 
 TASK = "spooky-mini"
 
@@ -155,12 +155,16 @@ MLP_GRID = [
 ]
 
 
+TEXT_IMPORTS = shared_imports(*(FEATURES[f][0] for f, _, _, _ in COMBOS),
+                              *(model_block(m, scale=sc, **p)[0] for _, m, p, sc in COMBOS))
+
+
 def scripts() -> list[Script]:
     out: list[Script] = []
     for i, (feat, mkey, params, scale) in enumerate(COMBOS):
         f_imports, f_code, f_desc = FEATURES[feat]
         m_imports, m_line, m_desc = model_block(mkey, scale=scale, **params)
-        imports = "\n".join(x for x in (f_imports, m_imports) if x)
+        imports = TEXT_IMPORTS
         code = SKELETON.format(header=header(["numpy", "pandas", "scikit-learn"]), imports=imports,
                                features=f_code, model=m_line)
         plan = (f"Represent each sentence by {f_desc} and fit {m_desc} to predict the author. "
