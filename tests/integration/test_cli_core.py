@@ -68,3 +68,21 @@ def test_unreachable_nats_fails_within_bounded_time():
     out = run_cli("health", "--url", f"nats://127.0.0.1:{free_port()}", "--timeout", "2")
     assert out.returncode == 1 and "could not reach NATS" in out.stdout
     assert time.monotonic() - t0 < 20
+
+
+async def test_tail_follows_a_run_live_and_stops_after_run_completed(nats_server):
+    import asyncio
+
+    bus = await Bus.connect(nats_server.url, "test", 5)
+    await bus.ensure()
+    await bus.publish(ev.make_event("r7", "test", pb.NodeSampled(node_id="a1", task="t", mode="draft")))
+    proc = await asyncio.create_subprocess_exec(*CLI, "tail", "r7", "--url", nats_server.url, "--until-complete",
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await asyncio.sleep(2.0)  # tail is following; these arrive live
+    await bus.publish(ev.make_event("r7", "test", pb.NodeExecuted(node_id="a1", status="crashed", exc_type="KeyError")))
+    await bus.publish(ev.make_event("r7", "test", pb.RunCompleted(outcome="completed")))
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    await bus.close(2)
+    text = out.decode()
+    assert proc.returncode == 0, err.decode()
+    assert "node.sampled" in text and "a1 crashed KeyError" in text and "run.completed" in text
