@@ -37,7 +37,7 @@ KINDS: dict[str, str] = {
     "dead_lettered": "dead.lettered",
 }
 FIELDS: dict[str, str] = {v: k for k, v in KINDS.items()}
-_BODY_TYPES = {name: getattr(pb.Event, "DESCRIPTOR").fields_by_name[name].message_type.name for name in KINDS}
+_BODY_TYPES = {name: pb.Event.DESCRIPTOR.fields_by_name[name].message_type.name for name in KINDS}
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 

@@ -18,7 +18,7 @@ from rich.live import Live
 from treegrpo import events as ev_mod
 from treegrpo.bus import STREAM, Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
-from treegrpo.embedded import EmbeddedNats, free_port
+from treegrpo.embedded import free_port
 from treegrpo.runner._config import SERVICE_NAMES, RunFile, deep_merge
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
