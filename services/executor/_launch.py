@@ -58,9 +58,10 @@ def _build_jail(spec: dict) -> None:
     _mount("tmpfs", jail, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
     os.mkdir(os.path.join(jail, "work"), 0o755)
     _mount(spec["workspace"], os.path.join(jail, "work"), None, MS_BIND | MS_REC)
-    for path, size in spec.get("private_tmp", []):  # world-writable host folders become the node's own
-        if os.path.isdir(path) and not any(t.startswith(path.rstrip("/") + "/") for t in spec.get("expose", [])):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    for k, (path, size) in enumerate(spec.get("private_tmp", [])):  # world-writable host folders
+        if os.path.isdir(path):  # become the node's own; an interpreter living there stays (a CI clone in /tmp)
+            inner = [t for t in spec.get("expose", []) if t.startswith(path.rstrip("/") + "/")]
+            _cover(path, inner, jail, f"tmp{k}", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     for dev in spec.get("mask_devices", []):  # GPUs that are not the node's: /dev/null in their place
         if os.path.exists(dev):
             _mount("/dev/null", dev, None, MS_BIND)
@@ -90,18 +91,23 @@ def _expose(paths: list, jail: str) -> None:
         if anc is not None and p != anc:
             groups.setdefault(anc, []).append(p)
     for i, (anc, inner) in enumerate(groups.items()):
-        stash = []
-        for j, p in enumerate(inner):
-            s = os.path.join(jail, f".expose{i}_{j}")
-            os.mkdir(s, 0o700)
-            _mount(p, s, None, MS_BIND | MS_REC)
-            stash.append((s, p))
-        _mount("tmpfs", anc, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=711")
-        for s, p in stash:
-            os.makedirs(p, mode=0o711, exist_ok=True)
-            _mount(s, p, None, MS_BIND | MS_REC)
-            _check(_libc.umount2(s.encode(), MNT_DETACH), f"umount {s}")
-            os.rmdir(s)
+        _cover(anc, inner, jail, f"expose{i}", MS_NOSUID | MS_NODEV, "size=64k,mode=711")
+
+
+def _cover(path: str, inner: list[str], jail: str, tag: str, flags: int, data: str) -> None:
+    """An empty tmpfs over `path`, with the `inner` trees bound back at their own paths."""
+    stash = []
+    for j, p in enumerate(inner):
+        s = os.path.join(jail, f".{tag}_{j}")
+        os.mkdir(s, 0o700)
+        _mount(p, s, None, MS_BIND | MS_REC)
+        stash.append((s, p))
+    _mount("tmpfs", path, "tmpfs", flags, data)
+    for s, p in stash:
+        os.makedirs(p, mode=0o711, exist_ok=True)
+        _mount(s, p, None, MS_BIND | MS_REC)
+        _check(_libc.umount2(s.encode(), MNT_DETACH), f"umount {s}")
+        os.rmdir(s)
 
 
 def _become_script(spec: dict) -> None:
