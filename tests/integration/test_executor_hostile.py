@@ -5,9 +5,9 @@ These need no NATS; they run real sandboxed processes (root + namespaces here an
 from __future__ import annotations
 
 import os
-import uuid
 import shutil
 import socket
+import uuid
 from pathlib import Path
 
 import psutil
