@@ -114,6 +114,7 @@ class RunLearner:
             published = await self._download_published(pub)
         await self.publisher.deliver(self.run_id, published)
         record.phases_s.update_weights = time.perf_counter() - started
+        record.total_s += record.phases_s.update_weights  # the re-sent step's phases still sum to its total
         await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record))
 
     async def _download_published(self, pub: pb.PolicyPublished):
@@ -185,6 +186,8 @@ class RunLearner:
             metrics.update(out.metrics)
             self._advance(batch)
             record = self._record(batch, phases, metrics, with_signal, staleness, dropped)
+            # the checkpoint keeps this record to re-send after a crash: its total must match its phases
+            record.total_s = waited_s + (time.perf_counter() - t0)
             self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             if self.state.step % self.cfg.checkpoint_every == 0:
                 with self.tracer.start_as_current_span("save_checkpoint"):
@@ -192,6 +195,7 @@ class RunLearner:
                     await asyncio.to_thread(ckpt.save, self.ckpt_dir, self.state, self.model, self.trainer.state(),
                                             self.cfg.keep_checkpoints)
                     record.phases_s.save_checkpoint = time.perf_counter() - ts
+                    record.total_s = waited_s + (time.perf_counter() - t0)
                     self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             with self.tracer.start_as_current_span("update_weights"):
                 tu = time.perf_counter()
