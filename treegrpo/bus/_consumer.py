@@ -136,8 +136,10 @@ class Consumer:
                     await asyncio.wait_for(stop.wait(), delay)
 
     async def _step(self) -> None:
-        free = self.opt.max_inflight - self._busy - self._queue.qsize()
-        if free <= 0:
+        held = self._busy + self._queue.qsize()
+        free = self.opt.max_inflight - held
+        # refill in batches: one fetch round trip per few slots, not per freed slot
+        if free <= 0 or (held and free < max(1, self.opt.max_inflight // 4)):
             self._slot_freed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._slot_freed.wait(), self.opt.fetch_timeout_s)
