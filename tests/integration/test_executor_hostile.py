@@ -5,6 +5,7 @@ These need no NATS; they run real sandboxed processes (root + namespaces here an
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import uuid
@@ -124,7 +125,7 @@ open('submission/submission.csv', 'w').write(json.dumps(res))
 async def test_script_looking_for_the_answers_files_cannot_find_or_read_them(tmp_path):
     base = world_readable_dir()
     try:
-        token = "ANSWER-TOKEN-7f3a9c"
+        token = "ANSWER-TOKEN-" + secrets.token_hex(8)  # made at run time: no file on disk (this one included) holds it
         mle = base / "mlebench"  # MLE-bench layout, deliberately world-readable: only the mask protects it
         (mle / "comp" / "prepared" / "private").mkdir(parents=True)
         (mle / "comp" / "prepared" / "public").mkdir(parents=True)
