@@ -82,7 +82,7 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
     for task in sorted({s.task for s in scripts}):
         ctx = task_context(task, prompts.task_roots or None, prompts.csv_head_lines)
         mine = [s for s in scripts if s.task == task]
-        valid = [s for s in mine if s.intended == "ok"]
+        valid = spread([s for s in mine if s.intended == "ok"], settings.valid_per_task)
         by_name = {s.name: s for s in valid}
         for s in valid:
             completion = render_completion(s.plan, s.code)
@@ -102,6 +102,17 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
                 pairs.append(make_pair(msgs, render_completion(fixed.plan, fixed.code), task, "debug",
                                        f"corpus:{s.name}->{fixed.name}"))
     return pairs
+
+
+def spread(valid: list[CorpusScript], k: int) -> list[CorpusScript]:
+    """k of the valid scripts evenly spaced over their verified scores (weakest and best kept),
+    so a smaller corpus still spans the quality range that gives GRPO its signal."""
+    if k == 0 or len(valid) <= k:
+        return valid
+    ranked = sorted(valid, key=lambda s: (s.verified.oriented if s.verified and s.verified.oriented is not None
+                                          else float("-inf"), s.name))
+    picks = sorted({round(i * (len(ranked) - 1) / max(1, k - 1)) for i in range(k)})
+    return sorted((ranked[i] for i in picks), key=lambda s: s.name)
 
 
 def _weaker(script: CorpusScript, valid: list[CorpusScript], k: int, rng: random.Random) -> list[CorpusScript]:

@@ -18,14 +18,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from services.learner.sft._batches import Example, batch_loss, make_batches
+from services.learner.sft._batches import encode as encode_messages
 from services.learner.sft._pairs import Pair
 from services.learner.sft.config import SftConfig
-
-
-@dataclass(frozen=True)
-class Example:
-    ids: list[int]
-    n_prompt: int          # the first n_prompt tokens carry no loss
 
 
 @dataclass
@@ -42,64 +38,19 @@ class SftResult:
 
 
 def encode(tokenizer, pair: Pair) -> Example:
-    """Prompt ids exactly as the sampler's hf backend builds them, then the completion and the end token."""
-    prompt = tokenizer.apply_chat_template(pair.messages, add_generation_prompt=True, tokenize=True)
-    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
-    completion = tokenizer(pair.completion, add_special_tokens=False)["input_ids"]
-    return Example(prompt + list(completion) + [tokenizer.eos_token_id], len(prompt))
+    return encode_messages(tokenizer, pair.messages, pair.completion)
 
 
-def make_batches(examples: list[Example], batch_tokens: int, rng: random.Random) -> list[list[int]]:
-    """Index batches whose padded size stays within the budget; similar lengths share a batch."""
-    order = sorted(range(len(examples)), key=lambda i: (len(examples[i].ids), rng.random()))
-    batches, cur, longest = [], [], 0
-    for i in order:
-        n = len(examples[i].ids)
-        if cur and max(longest, n) * (len(cur) + 1) > batch_tokens:
-            batches.append(cur)
-            cur, longest = [], 0
-        cur.append(i)
-        longest = max(longest, n)
-    if cur:
-        batches.append(cur)
-    rng.shuffle(batches)
-    return batches
-
-
-def _collate(examples: list[Example], pad_id: int, device: str):
-    import torch
-
-    width = max(len(e.ids) for e in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    labels = torch.full_like(ids, -100)
-    for row, e in enumerate(examples):
-        n = len(e.ids)
-        ids[row, :n] = torch.tensor(e.ids)
-        mask[row, :n] = 1
-        labels[row, e.n_prompt:n] = ids[row, e.n_prompt:n]
-    return ids.to(device), mask.to(device), labels.to(device)
-
-
-def completion_loss(model, ids, mask, labels):
-    """Token-mean cross-entropy of the completion tokens with the LM head on completion positions
-    only (equal to the HF loss). Not used by the loop: measured slower on CPU than the HF path
-    (benchmarks/sft_step.py); kept for large-vocabulary models where full logits would not fit."""
-    import torch.nn.functional as F
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    hidden = base.model(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
-    targets = labels[:, 1:]
-    keep = targets != -100
-    logits = base.lm_head(hidden[keep])
-    return F.cross_entropy(logits.float(), targets[keep])
-
-
-def _schedule(step: int, total: int, warmup: int, min_ratio: float) -> float:
+def lr_factor(step: int, elapsed: float, total: int, config: SftConfig) -> float:
+    """Linear warm-up, then cosine decay to lr_min_ratio over whichever budget runs out first:
+    the steps, or `max_seconds` of wall time (so a time-capped run still ends at a low rate)."""
+    warmup = config.warmup_steps
     if step < warmup:
         return (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    if config.max_seconds:
+        progress = max(progress, elapsed / config.max_seconds)
+    return config.lr_min_ratio + (1 - config.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 def _load(config: SftConfig, model_dir: Path):
@@ -137,12 +88,11 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
     examples = [encoded[i] for i in keep]
     if not examples:
         raise ValueError(f"every pair is longer than max_seq_tokens={config.max_seq_tokens}")
-    per_epoch = len(make_batches(examples, config.batch_tokens, random.Random(0)))
+    share = config.share_prompts and not config.gradient_checkpointing  # checkpointing keeps no cache
+    per_epoch = len(make_batches(examples, config.batch_tokens, random.Random(0), share))
     total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: _schedule(s, total, config.warmup_steps, config.lr_min_ratio))
     log_path = out_dir.with_name(out_dir.name + ".tmp") / "loss.jsonl"
     scratch = log_path.parent
     shutil.rmtree(scratch, ignore_errors=True)
@@ -152,20 +102,23 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
     with _progress(show_progress, total) as advance, open(log_path, "w") as log:
         step = 0
         while step < total:
-            for batch in make_batches(examples, config.batch_tokens, rng):
-                ids, mask, labels = _collate([examples[i] for i in batch], tokenizer.pad_token_id, config.device)
-                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            for batch in make_batches(examples, config.batch_tokens, rng, share):
+                loss, n_tokens = batch_loss(model, [examples[i] for i in batch], tokenizer.pad_token_id,
+                                            config.device, share)
                 loss.backward()
                 if config.grad_clip:
                     torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+                lr = config.lr * lr_factor(step, time.perf_counter() - started, total, config)
+                for group in opt.param_groups:
+                    group["lr"] = lr
                 opt.step()
-                sched.step()
                 opt.zero_grad(set_to_none=True)
-                tokens += int((labels != -100).sum())
+                tokens += n_tokens
                 losses.append(float(loss.detach()))
                 elapsed = time.perf_counter() - started
-                log.write(json.dumps({"step": step, "loss": losses[-1], "lr": sched.get_last_lr()[0],
+                log.write(json.dumps({"step": step, "loss": losses[-1], "lr": lr,
                                       "seconds": round(elapsed, 2), "completion_tokens": tokens}) + "\n")
+                log.flush()   # the curve can be watched while it trains
                 step += 1
                 advance(losses[-1])
                 if step >= total or (config.max_seconds and elapsed >= config.max_seconds):

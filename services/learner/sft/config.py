@@ -19,6 +19,7 @@ class CorpusSettings(Section):
     improve_per_script: int = Field(default=1, ge=0, description="Improve pairs per valid script: parents drawn from weaker valid scripts of its task")
     debug: bool = Field(default=True, description="A debug pair per failing script: its real error output -> the fixed script")
     require_verified: bool = Field(default=True, description="Use only scripts whose recorded verification matches their intent (see verify_corpus)")
+    valid_per_task: int = Field(default=0, ge=0, description="Use at most this many valid scripts per task, spread evenly over their verified scores (0 = all); debug pairs follow the kept ones")
     draft_repeats: int = Field(default=1, ge=1, description="Repeat each draft pair this often per epoch (drafts are what round 1 samples most)")
 
 
@@ -53,6 +54,7 @@ class SftConfig(Settings):
     device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1")
     dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="Weights dtype (bfloat16 on GPUs)")
     torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
+    share_prompts: bool = Field(default=True, description="Pairs with one prompt (a task's drafts) forward it once per batch, its KV cache repeated over the completions; false packs every pair whole (and so does gradient_checkpointing)")
     gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (large models)")
     seed: int = Field(default=0, description="Seed of pair order and of LoRA init")
     corpus: CorpusSettings = Field(default_factory=CorpusSettings, description="Pairs from the seed corpus")
