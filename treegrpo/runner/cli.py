@@ -52,8 +52,8 @@ def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], 
 
 def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no SFT warm start)"),
          sft_seconds: float = typer.Option(
-             240.0, help="Wall-time budget of the SFT warm start (0 = the full recipe: ~40 s on a GPU, "
-                         "~45 min on 2 CPU cores); the result is cached per budget"),
+             0.0, help="Cap the SFT warm start's wall time (its learning rate then decays over the cap); "
+                       "0 = the recipe's fixed step count (~5 min on 2 CPU cores). Cached per setting"),
          set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
     """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds."""
     overrides = list(set_)
@@ -62,7 +62,7 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
         from treegrpo.config import treegrpo_home
 
         console.print(f"[bold]demo policy[/]: small local model + SFT on the seed corpus "
-                      f"({'full recipe' if not sft_seconds else f'{sft_seconds:.0f} s budget'}; cached)")
+                      f"({f'{sft_seconds:.0f} s cap' if sft_seconds else 'fixed recipe'}; cached)")
         budget = {"max_seconds": sft_seconds} if sft_seconds else {}
         model_dir = prepare_demo_policy(treegrpo_home() / "demo", overrides=budget)
         overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']

@@ -85,14 +85,15 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
         valid = spread([s for s in mine if s.intended == "ok"], settings.valid_per_task)
         by_name = {s.name: s for s in valid}
         for s in valid:
-            completion = render_completion(s.plan, s.code)
             if settings.draft:
                 msgs = render_prompt("draft", ctx.description, ctx.data_overview, **kw)
-                pairs += [make_pair(msgs, completion, task, "draft", f"corpus:{s.file.name}")] * settings.draft_repeats
-            for parent in _weaker(s, valid, settings.improve_per_script, rng):
-                msgs = render_prompt("improve", ctx.description, ctx.data_overview, parent.code,
-                                     parent.verified.output if parent.verified else "", **kw)
-                pairs.append(make_pair(msgs, completion, task, "improve", f"corpus:{parent.name}->{s.name}"))
+                pairs += [make_pair(msgs, render_completion(s.plan, s.code), task, "draft",
+                                    f"corpus:{s.file.name}")] * settings.draft_repeats
+        for parent, child in _improvements(valid, settings, rng):
+            msgs = render_prompt("improve", ctx.description, ctx.data_overview, parent.code,
+                                 parent.verified.output if parent.verified else "", **kw)
+            pairs.append(make_pair(msgs, render_completion(child.plan, child.code), task, "improve",
+                                   f"corpus:{parent.name}->{child.name}"))
         if settings.debug:
             for s in mine:
                 fixed = by_name.get(s.fixes)
@@ -113,6 +114,25 @@ def spread(valid: list[CorpusScript], k: int) -> list[CorpusScript]:
                                           else float("-inf"), s.name))
     picks = sorted({round(i * (len(ranked) - 1) / max(1, k - 1)) for i in range(k)})
     return sorted((ranked[i] for i in picks), key=lambda s: s.name)
+
+
+def _improvements(valid: list[CorpusScript], settings: CorpusSettings,
+                  rng: random.Random) -> list[tuple[CorpusScript, CorpusScript]]:
+    """(parent, better child) pairs of one task: k weaker parents per script, or, with
+    improve_parents, a few parents each with several better children (one shared prompt each)."""
+    if not settings.improve_parents:
+        return [(parent, s) for s in valid for parent in _weaker(s, valid, settings.improve_per_script, rng)]
+    scored = sorted((s for s in valid if s.verified and s.verified.oriented is not None),
+                    key=lambda s: (s.verified.oriented, s.name))
+    k = settings.improve_children
+    # parents spread over the scripts with at least k better ones (the top k could only improve on each other)
+    parents = spread([s for s in scored[:-k] if sum(t.verified.oriented > s.verified.oriented for t in scored) >= k],
+                     settings.improve_parents)
+    out = []
+    for parent in parents:
+        better = sorted((s for s in scored if s.verified.oriented > parent.verified.oriented), key=lambda s: s.name)
+        out += [(parent, child) for child in rng.sample(better, min(settings.improve_children, len(better)))]
+    return out
 
 
 def _weaker(script: CorpusScript, valid: list[CorpusScript], k: int, rng: random.Random) -> list[CorpusScript]:

@@ -1,8 +1,8 @@
 """The demo policy: a small local model, fine-tuned on the seed corpus, cached on disk.
 
 `prepare_demo_policy(out_dir)` is what the run orchestrator calls before `make demo`'s rounds:
-it builds the model (tokenizer trained on the corpus, the prompt templates and some stdlib, so a
-script is a few hundred tokens), fine-tunes every weight on the corpus pairs, and returns the
+it builds the model (a line-level tokenizer trained on the corpus, the prompt templates and some
+stdlib, so a script is ~190 tokens), fine-tunes every weight on the corpus pairs, and returns the
 folder to hand the sampler and learner as their base model. A second call with the same inputs
 returns the cached folder at once (the fingerprint covers the corpus, the templates, the model
 size and the SFT config).
@@ -21,16 +21,29 @@ from services.learner.sft.config import SftConfig
 # too slow to fine-tune on 2 CPU cores). Registered here until `treegrpo model init` offers it.
 DEMO_SIZE = "demo"
 DEMO_SHAPE = dict(hidden=192, layers=3, heads=3, kv_heads=1, intermediate=512)
-# 800 steps: the fewest after which sampled drafts ran (docs/SFT.md); ~40 s on one H200, over an
-# hour on 2 CPU cores. The device is the GPU when there is one.
-DEMO_SFT = dict(max_steps=800, lr=2e-3, batch_tokens=8192, warmup_steps=10, torch_threads=0,
-                corpus={"improve_per_script": 1, "debug": True, "draft_repeats": 2})
+# The tokenizer is pre-split at newlines (a recurring line of the corpus or the templates is one
+# token: a script is ~190 tokens, not ~660) and pairs that share a prompt forward it once.
+DEMO_TOKENIZER = dict(vocab_size=8192, tokenizer_bytes=2 << 20, tokenizer_split="lines")
+# 280 steps of <= 4,096 forwarded tokens: ~3.5 min on 2 CPU cores, after which 78% of sampled
+# drafts and improvements ran and were graded valid (docs/SFT.md). Improve pairs come as a few
+# parents with several better children each, so each improve prompt is forwarded once per batch.
+# The device is the GPU when there is one.
+DEMO_SFT = dict(max_steps=280, lr=3e-3, batch_tokens=4096, warmup_steps=10, torch_threads=0,
+                corpus={"improve_parents": 4, "improve_children": 4, "debug": True, "draft_repeats": 2})
 
 
 def _register_size() -> None:
     from services.sampler import _model_builder as mb
 
     mb.SIZES.setdefault(DEMO_SIZE, mb.ModelSize(**DEMO_SHAPE))
+
+
+def tokenizer_text(cfg: SftConfig) -> list[Path]:
+    """What the tokenizer learns its merges from, beside some standard library: the corpus and the
+    prompt templates, so their recurring lines become single tokens."""
+    from services.sampler._prompts import BUILTIN_TEMPLATES
+
+    return sorted(corpus_dir(cfg.corpus.path).glob("*-mini/*.py")) + sorted(BUILTIN_TEMPLATES.glob("*.md"))
 
 
 def fingerprint(cfg: SftConfig, size: str) -> str:
@@ -41,7 +54,7 @@ def fingerprint(cfg: SftConfig, size: str) -> str:
     for path in [root / "manifest.json", *sorted(root.glob("*-mini/*.py")), *sorted(BUILTIN_TEMPLATES.glob("*.md"))]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
-    h.update(json.dumps([size, DEMO_SHAPE, cfg.model_dump(mode="json", exclude={"nats", "telemetry", "model", "out_dir",
+    h.update(json.dumps([size, DEMO_SHAPE, DEMO_TOKENIZER, cfg.model_dump(mode="json", exclude={"nats", "telemetry", "model", "out_dir",
                                                                                 "device", "torch_threads"})],
                         sort_keys=True).encode())
     return h.hexdigest()[:16]
@@ -66,10 +79,9 @@ def prepare_demo_policy(out_dir: str | Path, *, size: str = DEMO_SIZE, overrides
     sft_dir = out / f"sft-{key}"
     if (sft_dir / "sft_meta.json").is_file():
         return sft_dir
-    base = out / f"base-{size}"
+    base = out / f"base-{size}-{DEMO_TOKENIZER['tokenizer_split']}"
     if not (base / "config.json").is_file():
-        root = corpus_dir(cfg.corpus.path)
-        build_model(base, size=size, extra_text=sorted(root.glob("*-mini/*.py")), tokenizer_bytes=2 << 20)
+        build_model(base, size=size, extra_text=tokenizer_text(cfg), **DEMO_TOKENIZER)
     pairs = asyncio.run(build_pairs(cfg, use_corpus=True))
     train_sft(cfg, pairs, base, sft_dir, show_progress=show_progress)
     (out / "latest").unlink(missing_ok=True)

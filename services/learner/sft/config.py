@@ -17,6 +17,8 @@ class CorpusSettings(Section):
     tasks: list[str] = Field(default_factory=list, description="Only these tasks; empty = every task in the manifest")
     draft: bool = Field(default=True, description="A draft pair per valid script")
     improve_per_script: int = Field(default=1, ge=0, description="Improve pairs per valid script: parents drawn from weaker valid scripts of its task")
+    improve_parents: int = Field(default=0, ge=0, description="Instead of improve_per_script: this many parents per task (spread over scores), each with improve_children strictly better scripts; siblings share the parent's prompt, so it is forwarded once (see share_prompts)")
+    improve_children: int = Field(default=4, ge=1, description="Children per parent when improve_parents > 0")
     debug: bool = Field(default=True, description="A debug pair per failing script: its real error output -> the fixed script")
     require_verified: bool = Field(default=True, description="Use only scripts whose recorded verification matches their intent (see verify_corpus)")
     valid_per_task: int = Field(default=0, ge=0, description="Use at most this many valid scripts per task, spread evenly over their verified scores (0 = all); debug pairs follow the kept ones")
