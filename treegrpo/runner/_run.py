@@ -228,7 +228,7 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
             console.print(f"[red]export broke the seed's invariants:[/] {exc}")
             return False
         r = export_runs_result[0]
-        console.print(f"[green]exported[/] {r.nodes} nodes in {r.rounds} rounds ({r.bytes / 1e6:.1f} MB) "
+        console.print(f"[green]exported[/] {r.nodes} nodes in {r.rounds} task-rounds ({r.bytes / 1e6:.1f} MB) "
                       f"as the seed's data root: {r.path}")
     if rf.runner.report:
         from treegrpo.report import build_report
