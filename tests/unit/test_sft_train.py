@@ -50,3 +50,12 @@ def test_pairs_longer_than_the_limit_are_dropped_and_counted(tiny_model, tmp_pat
     res = train_sft(SftConfig(max_steps=2, max_seq_tokens=128), [*pairs(), long], tiny_model, tmp_path / "o",
                     show_progress=False)
     assert res.dropped_too_long == 1 and res.pairs == 2
+
+
+def test_a_time_budget_stops_training_early_and_still_writes_the_model(tiny_model, tmp_path):
+    cfg = SftConfig(max_steps=100_000, max_seconds=1.0, lr=5e-3, batch_tokens=4096, torch_threads=1)
+    res = train_sft(cfg, pairs(), tiny_model, tmp_path / "timed", show_progress=False)
+    assert 1 <= res.steps < 100_000 and res.seconds < 30
+    rows = [json.loads(line) for line in (tmp_path / "timed" / "loss.jsonl").read_text().splitlines()]
+    assert len(rows) == res.steps   # the decay over the budget itself: test_sft_batches.py
+    assert (tmp_path / "timed" / "model.safetensors").is_file()

@@ -100,31 +100,20 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
     losses, tokens, started = [], 0, time.perf_counter()
     model.train()
     with _progress(show_progress, total) as advance, open(log_path, "w") as log:
-        step = 0
-        while step < total:
-            for batch in make_batches(examples, config.batch_tokens, rng, share):
-                loss, n_tokens = batch_loss(model, [examples[i] for i in batch], tokenizer.pad_token_id,
-                                            config.device, share)
-                loss.backward()
-                if config.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-                lr = config.lr * lr_factor(step, time.perf_counter() - started, total, config)
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                tokens += n_tokens
-                losses.append(float(loss.detach()))
-                elapsed = time.perf_counter() - started
-                log.write(json.dumps({"step": step, "loss": losses[-1], "lr": lr,
-                                      "seconds": round(elapsed, 2), "completion_tokens": tokens}) + "\n")
-                log.flush()   # the curve can be watched while it trains
-                step += 1
-                advance(losses[-1])
-                if step >= total or (config.max_seconds and elapsed >= config.max_seconds):
-                    break
-            if config.max_seconds and time.perf_counter() - started >= config.max_seconds:
+        batches = _forever(examples, config.batch_tokens, rng, share)
+        for step in range(total):
+            elapsed = time.perf_counter() - started
+            if config.max_seconds and elapsed >= config.max_seconds:
                 break
+            loss, n_tokens = batch_loss(model, next(batches), tokenizer.pad_token_id, config.device, share)
+            lr = config.lr * lr_factor(step, elapsed, total, config)
+            _update(opt, params, loss, lr, config.grad_clip)
+            tokens += n_tokens
+            losses.append(float(loss.detach()))
+            log.write(json.dumps({"step": step, "loss": losses[-1], "lr": lr, "completion_tokens": tokens,
+                                  "seconds": round(time.perf_counter() - started, 2)}) + "\n")
+            log.flush()   # the curve can be watched while it trains
+            advance(losses[-1])
     seconds = time.perf_counter() - started
     _save(config, model, tokenizer, scratch)
     plot_losses(losses, scratch / "loss.png", title=f"SFT ({config.method}) on {len(examples)} pairs")
@@ -138,6 +127,25 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
         shutil.rmtree(out_dir)
     scratch.rename(out_dir)
     return result
+
+
+def _forever(examples: list[Example], batch_tokens: int, rng: random.Random, share: bool):
+    """Batches of examples, epoch after epoch, each epoch freshly shuffled."""
+    while True:
+        for batch in make_batches(examples, batch_tokens, rng, share):
+            yield [examples[i] for i in batch]
+
+
+def _update(opt, params, loss, lr: float, grad_clip: float) -> None:
+    import torch
+
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def _tail_mean(losses: list[float], n: int = 10) -> float:
