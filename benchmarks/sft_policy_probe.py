@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from collections import Counter
@@ -37,23 +36,10 @@ def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
     return render_prompt("improve", ctx.description, ctx.data_overview, parent.code, parent.verified.output)
 
 
-def outcome(code: str, task) -> tuple[str, float | None]:
-    from services.grader.tasks import grade_submission
-    from services.learner.sft.verify_corpus import run_code
-
-    status, _, sub, _, ws = run_code(code, task.public_dir, timeout_s=120)
-    try:
-        if sub is None:
-            return status, None
-        graded = grade_submission(task, sub)
-        return graded.status, graded.test_metric
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
-
-
 def main() -> None:
     from services.grader.tasks import ensure_builtin_tasks
     from services.learner.sft._corpus import load_corpus
+    from services.learner.sft.verify_corpus import grade_code
     from services.sampler._parse import parse_completion
     from services.sampler._prompts import task_context
     from services.sampler.backends._base import SamplingParams
@@ -79,8 +65,8 @@ def main() -> None:
                 jobs.append((task, mode, parse_completion(c.text).code))
     sample_s = time.perf_counter() - started
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda j: outcome(j[2], tasks[j[0]]) if j[2].strip() else ("no_code", None), jobs))
-    rows = [(t, m, s, v) for (t, m, _), (s, v) in zip(jobs, results, strict=True)]
+        results = list(pool.map(lambda j: grade_code(j[2], tasks[j[0]], timeout_s=120), jobs))
+    rows = [(t, m, v.status, v.test_metric) for (t, m, _), v in zip(jobs, results, strict=True)]
     failed = {f"{t}/{m}": sum(r[2] != "ok" for r in rows if r[:2] == (t, m)) / args.n
               for t in TASKS for m in args.modes}
     for t, m, s, v in rows:

@@ -70,7 +70,8 @@ def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: li
 
     split="words": GPT-2's pre-split (merges stay inside a word), the usual choice.
     split="lines": text is pre-split at newlines only, so merges may cross spaces and a line that
-    recurs in the training text becomes one token (a corpus script is ~60 tokens, not ~600). Any
+    recurs in the training text becomes one token (a corpus script with its plan is ~190 tokens,
+    not ~660). Any
     text still encodes (bytes are the fallback); it is what lets a 3M-parameter model learn the
     seed corpus in minutes on a CPU (docs/SFT.md)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers

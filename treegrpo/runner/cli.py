@@ -53,7 +53,7 @@ def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], 
 def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no SFT warm start)"),
          sft_seconds: float = typer.Option(
              0.0, help="Cap the SFT warm start's wall time (its learning rate then decays over the cap); "
-                       "0 = the recipe's fixed step count (~5 min on 2 CPU cores). Cached per setting"),
+                       "0 = the recipe's fixed step count (~3.5 min on 2 CPU cores). Cached per setting"),
          set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
     """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds."""
     overrides = list(set_)

@@ -122,17 +122,13 @@ def _improvements(valid: list[CorpusScript], settings: CorpusSettings,
     improve_parents, a few parents each with several better children (one shared prompt each)."""
     if not settings.improve_parents:
         return [(parent, s) for s in valid for parent in _weaker(s, valid, settings.improve_per_script, rng)]
-    scored = sorted((s for s in valid if s.verified and s.verified.oriented is not None),
-                    key=lambda s: (s.verified.oriented, s.name))
+    scored = [s for s in valid if s.verified and s.verified.oriented is not None]
+    better = {s.name: sorted((t for t in scored if t.verified.oriented > s.verified.oriented), key=lambda t: t.name)
+              for s in scored}
     k = settings.improve_children
     # parents spread over the scripts with at least k better ones (the top k could only improve on each other)
-    parents = spread([s for s in scored[:-k] if sum(t.verified.oriented > s.verified.oriented for t in scored) >= k],
-                     settings.improve_parents)
-    out = []
-    for parent in parents:
-        better = sorted((s for s in scored if s.verified.oriented > parent.verified.oriented), key=lambda s: s.name)
-        out += [(parent, child) for child in rng.sample(better, min(settings.improve_children, len(better)))]
-    return out
+    parents = spread([s for s in scored if len(better[s.name]) >= k], settings.improve_parents)
+    return [(parent, child) for parent in parents for child in rng.sample(better[parent.name], k)]
 
 
 def _weaker(script: CorpusScript, valid: list[CorpusScript], k: int, rng: random.Random) -> list[CorpusScript]:

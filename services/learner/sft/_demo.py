@@ -47,11 +47,8 @@ def tokenizer_text(cfg: SftConfig) -> list[Path]:
 
 
 def fingerprint(cfg: SftConfig, size: str) -> str:
-    from services.sampler._prompts import BUILTIN_TEMPLATES
-
     h = hashlib.sha256()
-    root = corpus_dir(cfg.corpus.path)
-    for path in [root / "manifest.json", *sorted(root.glob("*-mini/*.py")), *sorted(BUILTIN_TEMPLATES.glob("*.md"))]:
+    for path in [corpus_dir(cfg.corpus.path) / "manifest.json", *tokenizer_text(cfg)]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     h.update(json.dumps([size, DEMO_SHAPE, DEMO_TOKENIZER, cfg.model_dump(mode="json", exclude={"nats", "telemetry", "model", "out_dir",

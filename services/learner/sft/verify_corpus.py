@@ -30,10 +30,6 @@ TAIL_CHARS = 2000
 _EXC = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt|Exit))\b", re.MULTILINE)
 
 
-def run_script(script: CorpusScript, public_dir: Path, timeout_s: float = 120.0) -> tuple[str, str, Path | None, float, Path]:
-    return run_code(script.code, public_dir, timeout_s, prefix=f"corpus-{script.task}-")
-
-
 def run_code(code: str, public_dir: Path, timeout_s: float = 120.0,
              prefix: str = "sft-") -> tuple[str, str, Path | None, float, Path]:
     """(status, output tail, submission path or None, seconds, workspace). Status as the executor's."""
@@ -71,11 +67,16 @@ def exc_type_of(output: str) -> str | None:
 
 
 def verify(script: CorpusScript, tasks: dict, timeout_s: float) -> Verified:
-    """Run one script and grade its submission: the final status the grader would record."""
+    """Run one corpus script and grade its submission."""
+    return grade_code(script.code, tasks[script.task], timeout_s, prefix=f"corpus-{script.task}-")
+
+
+def grade_code(code: str, task, timeout_s: float, prefix: str = "sft-") -> Verified:
+    """Run code on a task's public data and grade its submission: the final status the grader
+    would record (also what `benchmarks/sft_policy_probe.py` asks of sampled code)."""
     from services.grader.tasks import grade_submission
 
-    task = tasks[script.task]
-    status, output, sub, seconds, ws = run_script(script, task.public_dir, timeout_s)
+    status, output, sub, seconds, ws = run_code(code, task.public_dir, timeout_s, prefix=prefix)
     metric = oriented = None
     try:
         if sub is not None:
