@@ -5,8 +5,8 @@ its line-level tokenizer, the fixed SFT recipe on the seed corpus; ~5 minutes on
 then runs the embedded default's first round for real with `treegrpo run configs/demo.toml`
 (four service processes, the local sandbox, the grader; no training) and reads the exported
 node records. Issue 9's bar: fewer than 60% of the round's nodes fail (final status not `ok`),
-and every task has valid, graded nodes. Measured on the dev machine on 2026-11-30 over four runs
-of this round with the same weights: 6%, 11%, 11%, 17% failed (docs/PERFORMANCE.md).
+and every task has valid, graded nodes. Measured on the dev machine on 2026-11-30 over five runs
+of this round with the same weights: 6%, 8%, 11%, 11%, 17% failed (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ DEMO_SHAPE = dict(hidden=192, layers=3, heads=3, kv_heads=1, intermediate=512)
 # token: a script is ~190 tokens, not ~660) and pairs that share a prompt forward it once.
 DEMO_TOKENIZER = dict(vocab_size=8192, tokenizer_bytes=2 << 20, tokenizer_split="lines")
 # 280 steps of <= 4,096 forwarded tokens: ~3.5 min on 2 CPU cores, after which the embedded
-# default's first round failed 6-17% of nodes over four runs (docs/PERFORMANCE.md). Improve pairs
+# default's first round failed 6-17% of nodes over five runs (docs/PERFORMANCE.md). Improve pairs
 # come as a few parents with several better children each, so each improve prompt is forwarded
 # once per batch. The device is the GPU when there is one.
 DEMO_SFT = dict(max_steps=280, lr=3e-3, batch_tokens=4096, warmup_steps=10, torch_threads=0,
