@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from treegrpo._proc import die_with_parent
+
 
 class EmbeddedNatsError(RuntimeError):
     pass
@@ -68,7 +70,7 @@ class EmbeddedNats:
         conf = self._write_config()
         log = open(self.log_file, "ab")
         self.proc = subprocess.Popen([find_binary(), "-c", str(conf)], stdout=log, stderr=log,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

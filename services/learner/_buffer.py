@@ -8,6 +8,7 @@ the group is durable (or the group was dropped as stale), so a crash redelivers 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
@@ -69,10 +70,13 @@ class GroupBuffer:
         self.changed.set()
         return kept
 
-    def take(self, need: int, version: int, max_staleness: int, sync: bool) -> Batch | None:
+    def take(self, need: int, version: int, max_staleness: int, sync: bool,
+             consumed: Callable[[int], int] = lambda _round: 0) -> Batch | None:
         """The next batch, oldest first; stale groups are removed and returned to be dropped.
 
-        sync: the `need` groups of the oldest round present (one step per round across tasks);
+        sync: the groups of the oldest round present once the round is whole (one step per round
+        across tasks); groups of it already consumed (`consumed(round)`, e.g. dropped as stale)
+        will never come again, so they count towards `need` instead of stalling the run.
         async: the `need` oldest groups in stream order."""
         stale = [g for g in self._groups.values() if version - g.policy_version > max_staleness]
         for g in stale:
@@ -80,6 +84,7 @@ class GroupBuffer:
         order = sorted(self._groups.values(), key=lambda g: (g.round, g.stream_seq) if sync else g.stream_seq)
         if sync and order:
             order = [g for g in order if g.round == order[0].round]
+            need = max(1, need - consumed(order[0].round))
         if len(order) < need:
             return Batch([], stale) if stale else None
         chosen = order[:need]

@@ -137,8 +137,16 @@ class RunLearner:
         return out
 
     # ---- the step ------------------------------------------------------------------------------
+    def consumed_in_round(self, round_: int) -> int:
+        """How many of a round's groups (ids are deterministic) were already trained or dropped."""
+        ids = {ev_mod.group_id(self.run_id, t, round_, s) for t in self.spec.tasks
+               for s in range(self.spec.tree.expansions)}
+        return len(ids & self.trained)
+
     def drop_stale(self, batch: Batch) -> None:
         for g in batch.stale:
+            log.warning("dropping group %s (task %s round %d): sampled with v%d, learner at v%d, max_staleness=%d",
+                        g.group, g.task, g.round, g.policy_version, self.state.step, self.spec.max_staleness)
             self.trained.add(g.group)
             self.state.dropped_stale += 1
             self.state.last_stream_seq = max(self.state.last_stream_seq, g.stream_seq)

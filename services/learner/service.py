@@ -131,7 +131,7 @@ class LearnerService(Service):
             if run is None:
                 await asyncio.sleep(0.2)
                 continue
-            batch = run.buffer.take(run.need, run.state.step, run.spec.max_staleness, run.sync)
+            batch = run.buffer.take(run.need, run.state.step, run.spec.max_staleness, run.sync, run.consumed_in_round)
             if batch is None:
                 run.buffer.changed.clear()
                 with contextlib.suppress(TimeoutError):

@@ -129,7 +129,9 @@ def next_expansions(run_id: str, spec: RunSpec, rounds: dict[tuple[str, int], Ro
             rs = rounds.get((task, r)) or RoundState(task, r)
             if rs.completed:
                 continue
-            if rs.started_unix is None and not version_allows(r, loaded_version, spec):
+            # every group, not only a round's first: a restarted sampler serves version 0 until its
+            # catch-up pull lands, and a group sampled then would be stale to the learner
+            if not version_allows(r, loaded_version, spec):
                 break  # later rounds need an even newer version
             for step in range(spec.tree.expansions):
                 exp = plan_step(run_id, spec, rs, step)

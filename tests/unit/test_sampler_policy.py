@@ -113,6 +113,17 @@ def test_next_expansions_interleave_tasks_and_only_open_rounds_the_version_allow
     assert todo[0].group_id not in {e.group_id for e in next_expansions(RUN, s, {}, 0, busy)}
 
 
+def test_a_started_round_is_not_continued_by_a_sampler_that_has_not_caught_up_on_weights():
+    """A restarted sampler serves v0 until its pull of v1 lands; round 2 (started before) must wait."""
+    s = spec(rounds=3, max_staleness=0)
+    s.tree.expansions = 3
+    r1 = RoundState("spooky-mini", 1, started_unix=1, completed=True)
+    r2 = RoundState("spooky-mini", 2, started_unix=2, policy_version=1)
+    rounds = {("spooky-mini", 1): r1, ("spooky-mini", 2): r2}
+    assert next_expansions(RUN, s, rounds, 0, set()) == []
+    assert {e.round for e in next_expansions(RUN, s, rounds, 1, set())} == {2}
+
+
 def test_round_is_complete_only_when_every_expansion_is_scored():
     s = spec()
     s.tree.expansions = 2

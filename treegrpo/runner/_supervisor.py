@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treegrpo._proc import die_with_parent
+
 
 @dataclass
 class Proc:
@@ -51,7 +53,7 @@ class Supervisor:
         log.write(f"\n==== start {time.strftime('%H:%M:%S')} (restart {p.restarts}) ====\n".encode())
         log.flush()
         p.proc = subprocess.Popen(p.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **p.env},
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=die_with_parent())
         p.started_at = time.time()
         log.close()
         self._write_pids()

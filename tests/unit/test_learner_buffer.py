@@ -1,0 +1,47 @@
+"""The learner's group buffer: which groups make the next step (no network, no model)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.learner._buffer import GroupBuffer, Member, PendingGroup
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def group(name: str, round_: int, seq: int, version: int) -> PendingGroup:
+    members = [Member(f"{name}-{i}", float(i), "ok", (1,), (2,), (-0.1,), version) for i in range(2)]
+    return PendingGroup(name, "t", round_, 0, seq, members, asyncio.get_running_loop().create_future())
+
+
+async def test_sync_waits_for_the_whole_oldest_round_and_takes_only_it():
+    buf = GroupBuffer()
+    for i, (r, v) in enumerate([(1, 0), (2, 1), (1, 0)]):
+        buf.add(group(f"g{i}", r, i, v))
+    assert buf.take(3, 0, 0, sync=True) is None  # round 1 has two of three groups
+    buf.add(group("g3", 1, 3, 0))
+    batch = buf.take(3, 0, 0, sync=True)
+    assert [g.group for g in batch.groups] == ["g0", "g2", "g3"] and not batch.stale
+
+
+async def test_stale_groups_are_dropped_and_the_rest_of_their_round_still_makes_a_step():
+    """A group sampled with an old version is dropped; the round's others must not wait for it forever."""
+    buf = GroupBuffer()
+    buf.add(group("old", 2, 0, 0))
+    buf.add(group("a", 2, 1, 1))
+    buf.add(group("b", 2, 2, 1))
+    first = buf.take(3, 1, 0, sync=True)
+    assert [g.group for g in first.stale] == ["old"] and first.groups == []
+    dropped = {g.group for g in first.stale}
+    batch = buf.take(3, 1, 0, sync=True, consumed=lambda r: len(dropped) if r == 2 else 0)
+    assert [g.group for g in batch.groups] == ["a", "b"]
+
+
+async def test_async_takes_the_oldest_groups_in_stream_order():
+    buf = GroupBuffer()
+    for i in (5, 1, 3):
+        buf.add(group(f"g{i}", 1 + i % 2, i, 2))
+    batch = buf.take(2, 3, 1, sync=False)
+    assert [g.group for g in batch.groups] == ["g1", "g3"] and len(buf) == 1
