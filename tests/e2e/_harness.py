@@ -60,33 +60,36 @@ class RunLog:
     steps: list = field(default_factory=list)
 
 
-def read_log(home: Path, run_id: str) -> RunLog:
-    """Start a nats-server on the run's store (after the run stopped its own) and fold the log."""
-
-    async def fold() -> RunLog:
-        out = RunLog()
-        bus = await Bus.connect(server.url, "test/reader", 10)
-        async for _, e in bus.replay(run_id):
-            kind = ev.kind_of(e)
-            out.counts[kind] += 1
-            b = ev.body_of(e)
-            if kind == "node.sampled":
-                out.node_ids.append(b.node_id)
-            elif kind == "group.scored":
-                out.groups_scored.append(b.sibling_group)
-            elif kind == "learner.step":
-                out.groups_trained += list(b.sibling_groups)
-                out.steps.append(b)
-            elif kind == "node.graded":
-                out.graded_status[b.status] += 1
-        await bus.close(2)
-        return out
-
+def read_log(home: Path, run_id: str, url: str = "") -> RunLog:
+    """Fold the run's log: from the server at `url`, or from a nats-server started on the run's
+    store (after the run stopped its own)."""
+    if url:
+        return asyncio.run(_fold(url, run_id))
     server = EmbeddedNats(home / "nats" / "data").start()
     try:
-        return asyncio.run(fold())
+        return asyncio.run(_fold(server.url, run_id))
     finally:
         server.stop()
+
+
+async def _fold(url: str, run_id: str) -> RunLog:
+    out = RunLog()
+    bus = await Bus.connect(url, "test/reader", 10)
+    async for _, e in bus.replay(run_id):
+        kind = ev.kind_of(e)
+        out.counts[kind] += 1
+        b = ev.body_of(e)
+        if kind == "node.sampled":
+            out.node_ids.append(b.node_id)
+        elif kind == "group.scored":
+            out.groups_scored.append(b.sibling_group)
+        elif kind == "learner.step":
+            out.groups_trained += list(b.sibling_groups)
+            out.steps.append(b)
+        elif kind == "node.graded":
+            out.graded_status[b.status] += 1
+    await bus.close(2)
+    return out
 
 
 def export_records(export_dir: Path) -> list[dict]:

@@ -1,0 +1,70 @@
+"""`treegrpo run --attach`: the services already run elsewhere (compose, Kubernetes); the runner
+starts none, publishes `run.started`, follows the run to its end, exports and reports."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids
+from treegrpo.embedded import EmbeddedNats
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def serve(home, name: str, url: str, *sets: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--set", f'nats.url="{url}"']
+    for s in sets:
+        argv += ["--set", s]
+    log = open(home / f"{name}.log", "ab")
+    return subprocess.Popen(argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                            start_new_session=True)
+
+
+def stop(procs: list[subprocess.Popen]) -> list[int]:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(30))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait(5))
+    return codes
+
+
+def test_attached_run_drives_services_someone_else_started_to_completion(tmp_path):
+    home = tmp_path / "home"
+    model = prepare_home(home)
+    server = EmbeddedNats(tmp_path / "nats").start()
+    # as compose runs them: no run id, no push endpoint (the sampler pulls each published version)
+    services = [serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
+                serve(home, "executor", server.url, "max_concurrency=2"),
+                serve(home, "grader", server.url),
+                serve(home, "learner", server.url, f'model="{model}"')]
+    try:
+        argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "configs/run-small.toml"), "--attach",
+                "--set", f'runner.nats_url="{server.url}"', "--set", "runner.timeout_s=420"]
+        done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=480)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert all(p.poll() is None for p in services), "a service died during the run"
+        (run_id,) = run_ids(home)
+        run_dir = home / "runs" / run_id
+        assert not (run_dir / "logs").exists()  # the runner started no service of its own
+        log = read_log(home, run_id, url=server.url)
+        tasks, rounds, e, g = 1, 2, 3, 2
+        assert log.counts["run.started"] == 1
+        assert log.counts["node.sampled"] == len(set(log.node_ids)) == tasks * rounds * e * g
+        assert log.counts["node.graded"] == tasks * rounds * e * g
+        assert len(log.steps) == rounds and len(set(log.groups_trained)) == len(log.groups_trained)
+        assert len(export_records(run_dir / "export")) == tasks * rounds * e * g
+        assert (run_dir / "report" / "report.md").exists()
+    finally:
+        codes = stop(services)
+        server.stop()
+    assert codes == [0, 0, 0, 0], f"services did not drain on SIGTERM: {codes}"
