@@ -32,3 +32,11 @@ async def bus(nats_server):
         yield b
     finally:
         await b.close(2)
+
+
+@pytest.fixture(autouse=True)
+def _heartbeats_under_tmp(tmp_path, monkeypatch):
+    """Services run in-process write their heartbeat under the test's tmp dir, not ~/.treegrpo."""
+    import treegrpo.health
+
+    monkeypatch.setattr(treegrpo.health, "treegrpo_home", lambda: tmp_path / "treegrpo-home")

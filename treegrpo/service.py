@@ -19,13 +19,15 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 
 from opentelemetry import trace
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, Delivery, PermanentError
-from treegrpo.config import NatsSettings, Settings, TelemetrySettings
+from treegrpo.config import HealthSettings, NatsSettings, Settings, TelemetrySettings
+from treegrpo.health import Heartbeat, heartbeat_path, write_heartbeat
 from treegrpo.nats_url import resolve_nats_url
 from treegrpo.telemetry import setup_tracing, shutdown_tracing
 from treegrpo.v1 import events_pb2 as pb
@@ -45,6 +47,8 @@ class Service:
         self.consumer: Consumer | None = None
         self.tracer: trace.Tracer = trace.get_tracer(self.name)
         self.stopping = asyncio.Event()
+        self._state = "starting"  # -> running -> stopped, as the heartbeat reports it
+        self._beat_task: asyncio.Task | None = None
 
     # -- what a service declares ---------------------------------------------------------------
     def handlers(self) -> dict[str, HandlerFn]:
@@ -71,6 +75,7 @@ class Service:
     async def setup(self) -> None:
         logging.getLogger(__name__).info("%s config: %s", self.name, self.config.model_dump_json())
         self.tracer = setup_tracing(self.name, getattr(self.config, "telemetry", TelemetrySettings()))
+        self._start_beat()  # from now: loading a model can take minutes, and liveness must see it alive
         url = resolve_nats_url(self.nats.url)
         self.bus = await Bus.connect(url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas)
         await self.bus.ensure()
@@ -86,14 +91,53 @@ class Service:
             raise PermanentError(f"{self.name} has no handler for {ev_mod.kind_of(event)}")
         await handler(event, delivery)
 
+    @property
+    def health(self) -> HealthSettings:
+        return getattr(self.config, "health", HealthSettings())
+
     async def run(self) -> None:
         assert self.consumer is not None, "setup() first"
-        await self.consumer.run(self.stopping, self.nats.drain_timeout_s)
+        self._state = "running"
+        try:
+            await self.consumer.run(self.stopping, self.nats.drain_timeout_s)
+        finally:
+            await self._stop_beat()
+
+    # -- the heartbeat (treegrpo/health.py says why) -------------------------------------------
+    def _start_beat(self) -> None:
+        if self.health.enabled and self._beat_task is None:
+            self._beat_task = asyncio.create_task(self._beat(), name=f"{self.name}-heartbeat")
+
+    async def _stop_beat(self) -> None:
+        if self._beat_task is None:
+            return
+        self._beat_task.cancel()
+        await asyncio.gather(self._beat_task, return_exceptions=True)
+        self._beat_task = None
+        self._write_heartbeat("stopped")
+
+    async def _beat(self) -> None:
+        """Written from the event loop itself: if the loop blocks, the file goes stale."""
+        while True:
+            self._write_heartbeat("stopping" if self.stopping.is_set() else self._state)
+            await asyncio.sleep(self.health.interval_s)
+
+    def _write_heartbeat(self, state: str) -> None:
+        c, nc = self.consumer, self.bus.nc if self.bus is not None else None
+        beat = Heartbeat(service=self.name, instance=self.instance, pid=os.getpid(), written_at=time.time(),
+                         state=state, nats_connected=bool(nc is not None and nc.is_connected),
+                         consumer_loop_at=c.loop_at if c else 0.0, inflight=c.inflight if c else 0,
+                         processed=c.processed if c else 0, dead_lettered=c.dead_lettered if c else 0)
+        try:
+            write_heartbeat(heartbeat_path(self.name, self.health.file), beat)
+        except OSError as exc:  # a full or read-only disk must not stop the work; the probe will say so
+            log.warning("cannot write heartbeat: %s", exc)
 
     async def stop(self) -> None:
         self.stopping.set()
 
     async def close(self) -> None:
+        await self._stop_beat()
         await self.on_stop()
         if self.bus is not None:
             await self.bus.close(self.nats.drain_timeout_s)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
+from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
 
 
 class Range(Section):
@@ -105,3 +105,4 @@ class ExecutorConfig(Settings):
     gpu_guard: GpuGuardSettings = Field(default_factory=GpuGuardSettings, description="GPU-idle guard")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

@@ -8,7 +8,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from services.grader.rewards import DEFAULT_PENALTY, Shaping
-from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
+from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
 
 _PENALTY = dict(default=DEFAULT_PENALTY, ge=-1.0, le=0.0)
 
@@ -42,6 +42,7 @@ class GraderConfig(Settings):
     rewards: RewardSettings = Field(default_factory=RewardSettings, description="Reward shaping")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")
 
     def home(self) -> Path:
         return Path(self.tasks_home).expanduser() if self.tasks_home else treegrpo_home()

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings
 
 
 class LoraSettings(Section):
@@ -71,3 +71,4 @@ class LearnerConfig(Settings):
     wandb: WandbSettings = Field(default_factory=WandbSettings, description="Optional W&B logging")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

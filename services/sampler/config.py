@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 # the vllm/openai sections are the backends' own settings models, so every field is configurable
 from services.sampler.backends._openai import OpenAISettings
 from services.sampler.backends._vllm import VllmSettings
-from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings
 
 
 class HfSettings(Section):
@@ -67,3 +67,4 @@ class SamplerConfig(Settings):
     workdir: str = Field(default="", description="Where pushed adapters are unpacked; empty = $TREEGRPO_HOME/sampler")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

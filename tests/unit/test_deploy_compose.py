@@ -139,7 +139,7 @@ def test_services_dial_nats_as_their_own_user_and_export_traces_to_the_collector
         assert svc["environment"][f"TREEGRPO_{name.upper()}_NATS__URL"] == url
         assert svc["environment"]["TREEGRPO_NATS_URL"] == url
         assert svc["depends_on"]["nats"]["condition"] == "service_healthy"
-        assert svc["healthcheck"]["test"] == ["CMD", "treegrpo", "health", "--timeout", "5"]
+        assert svc["healthcheck"]["test"] == ["CMD", "treegrpo", "health", "--heartbeat", "--ready", "--timeout", "5"]
         toml = [v for v in svc["volumes"] if v["target"] == f"/etc/treegrpo/{name}.toml"]
         if toml:
             assert svc["command"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"]

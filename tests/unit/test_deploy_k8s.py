@@ -143,14 +143,16 @@ def test_every_service_has_liveness_and_readiness_probes_the_cli_provides(overla
 
     from treegrpo.cli import app
 
-    commands = set()
     for name in SERVICES:
         c = container(overlay, name)
-        for probe in ("livenessProbe", "readinessProbe"):
-            commands.add(tuple(c[probe]["exec"]["command"]))
-    assert commands == {("treegrpo", "health", "--timeout", "5")}
+        # liveness: the service's own loops only (a NATS outage must not restart every pod)
+        assert c["livenessProbe"]["exec"]["command"] == ["treegrpo", "health", "--heartbeat", "--max-age", "120"]
+        assert c["readinessProbe"]["exec"]["command"] == ["treegrpo", "health", "--heartbeat", "--ready",
+                                                          "--timeout", "5"]
+        assert c["livenessProbe"]["timeoutSeconds"] >= 5
     helped = CliRunner().invoke(app, ["health", "--help"])
-    assert helped.exit_code == 0 and "--timeout" in helped.output
+    assert helped.exit_code == 0
+    assert all(flag in helped.output for flag in ("--heartbeat", "--ready", "--max-age", "--timeout"))
 
 
 def _config_class(name: str):

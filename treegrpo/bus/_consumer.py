@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ class Consumer:
         self._working: dict[int, tuple[float, object]] = {}  # id(msg) -> (start, msg), for heartbeats
         self.processed = 0
         self.dead_lettered = 0
+        self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
 
     async def _bind(self) -> None:
         cfg = api.ConsumerConfig(
@@ -114,6 +116,10 @@ class Consumer:
             with contextlib.suppress(Exception):
                 await msg.nak()
 
+    @property
+    def inflight(self) -> int:
+        return self._busy
+
     async def _drain_busy(self) -> None:
         while self._busy:
             self._slot_freed.clear()
@@ -122,6 +128,8 @@ class Consumer:
     async def _loop(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
+            # a turn that fails (NATS down, re-binding) still turns: only a hung await goes stale
+            self.loop_at = time.time()
             try:
                 if self._sub is None or self._bound_at != self.bus.reconnects:
                     await self._bind()

@@ -131,9 +131,35 @@ def serve_cmd(service: str = typer.Argument(..., help="sampler | executor | grad
     uvloop.run(serve(cls(cfg)))
 
 
-def health_cmd(url: str = typer.Option("", help="NATS URL"), timeout: float = typer.Option(3.0)) -> None:
-    """Liveness/readiness probe: NATS reachable and the event stream present."""
-    from treegrpo.bus import STREAM, BusUnavailable
+def health_cmd(
+    url: str = typer.Option("", help="NATS URL"),
+    timeout: float = typer.Option(3.0, help="Seconds to reach NATS"),
+    heartbeat: bool = typer.Option(False, "--heartbeat", help="Check the service's own heartbeat: fresh, its consumer loop turning, its process alive"),
+    service: str = typer.Option("", help="Whose heartbeat ($TREEGRPO_HOME/health/NAME.json); empty = every file there"),
+    file: Path | None = typer.Option(None, help="A heartbeat file configured elsewhere (the service's health.file)"),
+    max_age: float = typer.Option(60.0, help="Seconds after which a heartbeat or a consumer loop counts as stuck"),
+    ready: bool = typer.Option(False, "--ready", help="Readiness: with --heartbeat, also NATS reachable and the service connected"),
+) -> None:
+    """Probe. Without --heartbeat: NATS reachable and the event stream present. With --heartbeat
+    (liveness): the service's own event and consumer loops are turning; --ready adds the NATS checks."""
+    from treegrpo.health import check_files, heartbeat_path
+
+    problems = []
+    if heartbeat:
+        paths = [file] if file else [heartbeat_path(service)] if service else sorted(
+            (treegrpo_home() / "health").glob("*.json"))
+        problems += check_files(paths, max_age, ready)
+    if not heartbeat or ready:
+        problems += _nats_problems(url, timeout)
+    for p in problems:
+        console.print(f"[red]unhealthy:[/] {p}")
+    if problems:
+        raise typer.Exit(1)
+    console.print("[green]healthy[/]")
+
+
+def _nats_problems(url: str, timeout: float) -> list[str]:
+    from treegrpo.bus import STREAM
 
     async def check() -> None:
         bus = await _connect(url, "cli/health", timeout)
@@ -144,7 +170,6 @@ def health_cmd(url: str = typer.Option("", help="NATS URL"), timeout: float = ty
 
     try:
         asyncio.run(check())
-    except (BusUnavailable, Exception) as exc:  # any failure is "unhealthy", with the reason
-        console.print(f"[red]unhealthy:[/] {exc}")
-        raise typer.Exit(1) from exc
-    console.print("[green]healthy[/]")
+    except Exception as exc:  # any failure is "unhealthy", with the reason
+        return [f"NATS: {type(exc).__name__}: {exc}"]
+    return []

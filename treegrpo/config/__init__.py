@@ -2,6 +2,7 @@
 
 from treegrpo.config._base import (
     ConfigError,
+    HealthSettings,
     NatsSettings,
     Section,
     Settings,
@@ -13,5 +14,5 @@ from treegrpo.config._base import (
 )
 from treegrpo.config.run import RunSpec, TreeSettings
 
-__all__ = ["ConfigError", "NatsSettings", "RunSpec", "Section", "Settings", "TelemetrySettings",
+__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "Settings", "TelemetrySettings",
            "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]

@@ -38,6 +38,12 @@ class TelemetrySettings(Section):
     enabled: bool = Field(default=True, description="Create spans at all")
 
 
+class HealthSettings(Section):
+    file: str = Field(default="", description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json")
+    interval_s: float = Field(default=5.0, gt=0, description="Rewrite the heartbeat this often; a blocked event loop stops it")
+    enabled: bool = Field(default=True, description="Write the heartbeat at all")
+
+
 class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]):
         super().__init__(settings_cls)
