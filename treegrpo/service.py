@@ -154,8 +154,8 @@ async def serve(service: Service) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(service.stop()))
-    await service.setup()
     try:
+        await service.setup()
         await service.run()
     finally:
-        await service.close()
+        await service.close()  # also after a failed setup: the heartbeat says "stopped", not stale

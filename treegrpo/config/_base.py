@@ -39,7 +39,7 @@ class TelemetrySettings(Section):
 
 
 class HealthSettings(Section):
-    file: str = Field(default="", description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json")
+    file: str = Field(default="", description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json (set one per instance when several share a home)")
     interval_s: float = Field(default=5.0, gt=0, description="Rewrite the heartbeat this often; a blocked event loop stops it")
     enabled: bool = Field(default=True, description="Write the heartbeat at all")
 
