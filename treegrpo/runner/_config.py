@@ -29,6 +29,7 @@ class RunnerSettings(Section):
     restart_services: bool = Field(default=True, description="Restart a service process that died (crash or kill)")
     max_restarts: int = Field(default=50, ge=0, description="Per service, then the run fails")
     stop_grace_s: float = Field(default=20.0, gt=0, description="SIGTERM, then SIGKILL after this long")
+    stuck_after_s: float = Field(default=300.0, ge=0, description="Kill and restart a service whose heartbeat (event or consumer loop) is older than this; 0 = never")
     timeout_s: float = Field(default=0.0, ge=0, description="Fail the run after this long (0 = no limit)")
     learner_idle_s: float = Field(default=120.0, gt=0, description="After the last round, wait this long for a learner step before finishing anyway")
     export: bool = Field(default=True, description="Write the seed-format data root at the end")

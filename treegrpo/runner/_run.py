@@ -62,10 +62,16 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
         "learner": {"model": rf.learner.get("model") or model, "run_id": spec.run_id,
                     "sampler_endpoints": [f"127.0.0.1:{grpc_port}"]},
     }
-    # one span file per service: several processes appending to one file could interleave lines
-    traces = {n: {"telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")}} for n in SERVICE_NAMES}
+    # one span file per service: several processes appending to one file could interleave lines;
+    # heartbeats per run, so two runs on one home never read each other's
+    traces = {n: {"telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
+                  "health": {"file": str(health_file(run_dir, n))}} for n in SERVICE_NAMES}
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
     return {n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICE_NAMES}
+
+
+def health_file(run_dir: Path, name: str) -> Path:
+    return run_dir / "health" / f"{name}.json"
 
 
 def validate_sections(sections: dict[str, dict]) -> None:
@@ -144,12 +150,12 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
         sections.pop("learner")
     validate_sections(sections)
     paths = write_configs(sections, run_dir)
-    sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services)
+    sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
     env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url,
            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     for name in paths:
         if not rf.runner.attach:
-            sup.add_service(name, paths[name], env)
+            sup.add_service(name, paths[name], env, health_file(run_dir, name))
     progress = Progress(spec.tasks, spec.rounds, spec.train)
     stop = asyncio.Event()
     outcome = "failed"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from treegrpo._proc import die_with_parent
+from treegrpo.health import problems, read_heartbeat
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Proc:
     argv: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    health_file: Path | None = None  # the service's heartbeat (treegrpo/health.py)
     proc: subprocess.Popen | None = None
     restarts: int = 0
     started_at: float = 0.0
@@ -36,16 +38,17 @@ class Proc:
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path, max_restarts: int = 50, restart: bool = True):
+    def __init__(self, run_dir: Path, max_restarts: int = 50, restart: bool = True, stuck_after_s: float = 0.0):
         self.run_dir = run_dir
         self.max_restarts = max_restarts
         self.restart = restart
+        self.stuck_after_s = stuck_after_s
         self.procs: dict[str, Proc] = {}
         self.gave_up: list[str] = []
 
-    def add_service(self, name: str, config_path: Path, env: dict[str, str]) -> None:
+    def add_service(self, name: str, config_path: Path, env: dict[str, str], health_file: Path | None = None) -> None:
         argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--config", str(config_path)]
-        self.procs[name] = Proc(name, argv, self.run_dir / "logs" / f"{name}.log", env)
+        self.procs[name] = Proc(name, argv, self.run_dir / "logs" / f"{name}.log", env, health_file)
 
     def _spawn(self, p: Proc) -> None:
         p.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +69,11 @@ class Supervisor:
         """Restart dead services; returns lines describing what happened."""
         notes = []
         for p in self.procs.values():
+            stuck = self._stuck(p)
+            if stuck:  # alive but not working: what a Kubernetes liveness probe would do
+                notes.append(f"{p.name} is stuck ({stuck}); killing it")
+                p.proc.kill()
+                p.proc.wait(10)
             if p.alive or p.name in self.gave_up:
                 continue
             code = p.proc.returncode if p.proc else None
@@ -77,6 +85,20 @@ class Supervisor:
             notes.append(f"{p.name} exited ({code}); restart #{p.restarts}")
             self._spawn(p)
         return notes
+
+    def _stuck(self, p: Proc) -> str:
+        """Why this live service counts as stuck ('' if it does not): its own heartbeat, once the
+        process writing it is this one, is older than `stuck_after_s`."""
+        if not (self.stuck_after_s and p.alive and p.health_file and p.health_file.exists()):
+            return ""
+        try:
+            beat = read_heartbeat(p.health_file)
+        except (OSError, ValueError):
+            return ""  # torn or foreign: the next check reads it again
+        if beat.pid != p.proc.pid or beat.state == "stopped":
+            return ""  # the previous process's file (the new one has not beaten yet), or exiting
+        found = problems(beat, self.stuck_after_s)
+        return "; ".join(found)
 
     def stop_all(self, grace_s: float = 20.0) -> None:
         for p in self.procs.values():
