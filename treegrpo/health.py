@@ -63,10 +63,9 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float | None = None,
-             same_host: bool = True) -> list[str]:
-    """Why this heartbeat is unhealthy (empty: healthy). `same_host`: the probe runs beside the
-    service (in its container), so its pid can be checked."""
+def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float | None = None) -> list[str]:
+    """Why this heartbeat is unhealthy (empty: healthy). The probe runs beside the service (in its
+    container, or the runner on its host), so the service's pid can be checked."""
     now = time.time() if now is None else now
     out = []
     if beat.state == "stopped" or (ready and beat.state != "running"):
@@ -77,7 +76,7 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
     loop_age = now - beat.consumer_loop_at if beat.consumer_loop_at else age
     if beat.state == "running" and loop_age > max_age_s:
         out.append(f"{beat.service} consumer loop last turned {loop_age:.0f}s ago (> {max_age_s:.0f}s)")
-    if same_host and not _pid_alive(beat.pid):
+    if not _pid_alive(beat.pid):
         out.append(f"{beat.service} process {beat.pid} is gone")
     if ready and not beat.nats_connected:
         out.append(f"{beat.service} is not connected to NATS")
