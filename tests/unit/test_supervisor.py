@@ -62,3 +62,13 @@ def test_a_healthy_service_and_one_with_the_check_off_are_left_alone(tmp_path):
     finally:
         sup.stop_all(5)
         off.stop_all(5)
+
+
+def test_the_progress_line_shows_each_service_heartbeat_state(tmp_path):
+    sup, proc = supervised(tmp_path, age=0, stuck_after_s=0)
+    try:
+        assert sup.state(proc) == "running, 0 handled"
+        sup.stop_all(5)
+        assert sup.state(proc) == "exited"
+    finally:
+        sup.stop_all(5)

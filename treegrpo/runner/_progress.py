@@ -89,7 +89,7 @@ class Progress:
             total.update(tp.statuses)
         return total
 
-    def table(self, services: dict[str, tuple[bool, int]] | None = None) -> Table:
+    def table(self, services: dict[str, tuple[bool, int, str]] | None = None) -> Table:
         elapsed = time.time() - self.started
         t = Table(title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
                         f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
@@ -104,6 +104,7 @@ class Progress:
                       f"[green]{st['ok']}[/]", f"[red]{st['crashed']}[/]", f"[yellow]{st['timeout']}[/]",
                       str(other), "—" if tp.best is None else f"{tp.best:.4g}")
         if services:
-            line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({r} restarts)" for n, (alive, r) in services.items())
+            line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"
+                             for n, (alive, r, state) in services.items())
             t.caption = line
         return t

@@ -205,7 +205,7 @@ async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asynci
 async def _supervise(rf: RunFile, sup: Supervisor, nats: NatsHandle, progress: Progress,
                      console: Console) -> str:
     deadline = time.time() + rf.runner.timeout_s if rf.runner.timeout_s else float("inf")
-    services = lambda: {n: (p.alive, p.restarts) for n, p in sup.procs.items()}  # noqa: E731
+    services = lambda: {n: (p.alive, p.restarts, sup.state(p)) for n, p in sup.procs.items()}  # noqa: E731
     with Live(progress.table(services()), console=console, refresh_per_second=2,
               transient=False, auto_refresh=rf.runner.live) as live:
         while True:

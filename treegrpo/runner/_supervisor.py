@@ -86,6 +86,19 @@ class Supervisor:
             self._spawn(p)
         return notes
 
+    def state(self, p: Proc) -> str:
+        """What the progress table shows: the heartbeat's state and handled count, once it is this
+        process's ('starting' before that, 'exited' when the process is gone)."""
+        if not p.alive:
+            return "exited"
+        try:
+            beat = read_heartbeat(p.health_file) if p.health_file else None
+        except (OSError, ValueError):
+            beat = None
+        if beat is None or beat.pid != p.proc.pid:
+            return "starting"
+        return f"{beat.state}, {beat.processed} handled" if beat.state == "running" else beat.state
+
     def _stuck(self, p: Proc) -> str:
         """Why this live service counts as stuck ('' if it does not): its own heartbeat, once the
         process writing it is this one, is older than `stuck_after_s`."""
