@@ -37,8 +37,14 @@ class Heartbeat(BaseModel):
     dead_lettered: int
 
 
-def heartbeat_path(service: str, configured: str = "") -> Path:
-    return Path(configured).expanduser() if configured else treegrpo_home() / "health" / f"{service}.json"
+def health_dir(root: Path | None = None) -> Path:
+    """Where heartbeats live by default: `<root>/health`, root = $TREEGRPO_HOME (a run's folder for
+    the runner's services)."""
+    return (root or treegrpo_home()) / "health"
+
+
+def heartbeat_path(service: str, configured: str = "", root: Path | None = None) -> Path:
+    return Path(configured).expanduser() if configured else health_dir(root) / f"{service}.json"
 
 
 def write_heartbeat(path: Path, beat: Heartbeat) -> None:
@@ -86,7 +92,7 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
 def check_files(paths: list[Path], max_age_s: float, ready: bool) -> list[str]:
     """Problems of every heartbeat file given (a missing or unreadable one is a problem)."""
     if not paths:
-        return [f"no heartbeat file under {treegrpo_home() / 'health'}"]
+        return [f"no heartbeat file under {health_dir()}"]
     out = []
     for p in paths:
         try:

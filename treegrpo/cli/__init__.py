@@ -18,7 +18,7 @@ app.add_typer(nats_app, name="nats", help="The embedded nats-server")
 app.command("tail", help="Follow a run's events, human-readable")(tail_cmd)
 app.command("events", help="Dump a run's events (--json for JSON lines)")(events_cmd)
 app.command("serve", help="Run one service: sampler | executor | grader | learner")(serve_cmd)
-app.command("health", help="Exit 0 if NATS answers and the stream exists (probe for k8s)")(health_cmd)
+app.command("health", help="Probe for k8s/compose: NATS and the stream; --heartbeat: the service's own loops")(health_cmd)
 
 
 def _register(name: str, target: str, help_text: str) -> None:

@@ -142,12 +142,11 @@ def health_cmd(
 ) -> None:
     """Probe. Without --heartbeat: NATS reachable and the event stream present. With --heartbeat
     (liveness): the service's own event and consumer loops are turning; --ready adds the NATS checks."""
-    from treegrpo.health import check_files, heartbeat_path
+    from treegrpo.health import check_files, health_dir, heartbeat_path
 
     problems = []
     if heartbeat:
-        paths = [file] if file else [heartbeat_path(service)] if service else sorted(
-            (treegrpo_home() / "health").glob("*.json"))
+        paths = [file] if file else [heartbeat_path(service)] if service else sorted(health_dir().glob("*.json"))
         problems += check_files(paths, max_age, ready)
     if not heartbeat or ready:
         problems += _nats_problems(url, timeout)

@@ -19,6 +19,7 @@ from treegrpo import events as ev_mod
 from treegrpo.bus import STREAM, Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
+from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import SERVICE_NAMES, RunFile, deep_merge
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
@@ -65,13 +66,9 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
     # one span file per service: several processes appending to one file could interleave lines;
     # heartbeats per run, so two runs on one home never read each other's
     traces = {n: {"telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
-                  "health": {"file": str(health_file(run_dir, n))}} for n in SERVICE_NAMES}
+                  "health": {"file": str(heartbeat_path(n, root=run_dir))}} for n in SERVICE_NAMES}
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
     return {n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICE_NAMES}
-
-
-def health_file(run_dir: Path, name: str) -> Path:
-    return run_dir / "health" / f"{name}.json"
 
 
 def validate_sections(sections: dict[str, dict]) -> None:
@@ -155,7 +152,7 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     for name in paths:
         if not rf.runner.attach:
-            sup.add_service(name, paths[name], env, health_file(run_dir, name))
+            sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
     progress = Progress(spec.tasks, spec.rounds, spec.train)
     stop = asyncio.Event()
     outcome = "failed"

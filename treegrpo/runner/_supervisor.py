@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from treegrpo._proc import die_with_parent
-from treegrpo.health import problems, read_heartbeat
+from treegrpo.health import Heartbeat, problems, read_heartbeat
 
 
 @dataclass
@@ -86,32 +86,34 @@ class Supervisor:
             self._spawn(p)
         return notes
 
+    def _own_beat(self, p: Proc) -> Heartbeat | None:
+        """The live process's own heartbeat; None before it wrote one (the file may still be the
+        previous process's) or while the file is torn."""
+        if not (p.alive and p.health_file):
+            return None
+        try:
+            beat = read_heartbeat(p.health_file)
+        except (OSError, ValueError):
+            return None
+        return beat if beat.pid == p.proc.pid else None
+
     def state(self, p: Proc) -> str:
-        """What the progress table shows: the heartbeat's state and handled count, once it is this
-        process's ('starting' before that, 'exited' when the process is gone)."""
+        """What the progress table shows: the heartbeat's state and handled count ('starting'
+        before the process has beaten, 'exited' when it is gone)."""
         if not p.alive:
             return "exited"
-        try:
-            beat = read_heartbeat(p.health_file) if p.health_file else None
-        except (OSError, ValueError):
-            beat = None
-        if beat is None or beat.pid != p.proc.pid:
+        beat = self._own_beat(p)
+        if beat is None:
             return "starting"
         return f"{beat.state}, {beat.processed} handled" if beat.state == "running" else beat.state
 
     def _stuck(self, p: Proc) -> str:
-        """Why this live service counts as stuck ('' if it does not): its own heartbeat, once the
-        process writing it is this one, is older than `stuck_after_s`."""
-        if not (self.stuck_after_s and p.alive and p.health_file and p.health_file.exists()):
+        """Why this live service counts as stuck ('' if it does not): its own heartbeat is older
+        than `stuck_after_s`. One that says `stopped` is exiting, not stuck."""
+        beat = self._own_beat(p) if self.stuck_after_s else None
+        if beat is None or beat.state == "stopped":
             return ""
-        try:
-            beat = read_heartbeat(p.health_file)
-        except (OSError, ValueError):
-            return ""  # torn or foreign: the next check reads it again
-        if beat.pid != p.proc.pid or beat.state == "stopped":
-            return ""  # the previous process's file (the new one has not beaten yet), or exiting
-        found = problems(beat, self.stuck_after_s)
-        return "; ".join(found)
+        return "; ".join(problems(beat, self.stuck_after_s))
 
     def stop_all(self, grace_s: float = 20.0) -> None:
         for p in self.procs.values():
