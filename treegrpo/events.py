@@ -35,6 +35,8 @@ KINDS: dict[str, str] = {
     "policy_published": "policy.published",
     "policy_loaded": "policy.loaded",
     "dead_lettered": "dead.lettered",
+    "run_ended": "run.ended",
+    "run_resumed": "run.resumed",
 }
 FIELDS: dict[str, str] = {v: k for k, v in KINDS.items()}
 _BODY_TYPES = {name: pb.Event.DESCRIPTOR.fields_by_name[name].message_type.name for name in KINDS}
@@ -107,6 +109,8 @@ def default_key(body) -> tuple | str | None:
         return str(body.version)
     if name == "PolicyLoaded":
         return (str(body.version), body.sampler_id)
+    if name in ("RunEnded", "RunResumed"):
+        return str(body.attempt)
     if name == "DeadLettered":
         return (body.consumer, str(body.stream_seq))
     return None

@@ -29,12 +29,15 @@ class Heartbeat(BaseModel):
     instance: str
     pid: int
     written_at: float
-    state: str                 # "starting" (loading) | "running" | "stopping" (draining) | "stopped"
+    state: str                 # "starting" (loading) | "running" | "stopping" (draining) | "stopped" | "failed"
     nats_connected: bool
     consumer_loop_at: float    # when the fetch loop last began a turn (0: not yet)
     inflight: int              # handlers running now
     processed: int
     dead_lettered: int
+    errors: int = 0            # handler or work failures so far (retried or dead-lettered)
+    last_error: str = ""       # the newest one, for the runner's progress view
+    failure: str = ""          # state "failed": the permanent fault it stopped on (not restarted)
 
 
 def health_dir(root: Path | None = None) -> Path:
@@ -74,7 +77,7 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
     container, or the runner on its host), so the service's pid can be checked."""
     now = time.time() if now is None else now
     out = []
-    if beat.state == "stopped" or (ready and beat.state != "running"):
+    if beat.state in ("stopped", "failed") or (ready and beat.state != "running"):
         out.append(f"{beat.service} is {beat.state}")  # starting/stopping: alive, not ready
     age = now - beat.written_at
     if age > max_age_s:

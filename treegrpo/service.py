@@ -10,6 +10,14 @@ maps each kind to an `async def on_<kind>(event, delivery)` method through `hand
 
 `serve(service)` runs it under SIGTERM/SIGINT: stop fetching, let in-flight handlers finish,
 drain the NATS connection within `nats.drain_timeout_s`.
+
+Runs are scoped: a service whose config names a `run_id` (what `treegrpo run` starts) binds a
+durable of its own, `<name>-<run_id>`, filtered to that run's subjects, so two runs on one NATS
+never take each other's work; without one (compose, Kubernetes) it serves every run.
+
+A permanent fault (no model, a bad config, no good checkpoint) is not worth a restart: the service
+records it in its heartbeat (state "failed") and exits with `EXIT_PERMANENT`, which the runner's
+supervisor reads as "stop the run with this reason" rather than "restart".
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable
 
@@ -26,7 +35,7 @@ from opentelemetry import trace
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, Delivery, PermanentError
-from treegrpo.config import HealthSettings, NatsSettings, Settings, TelemetrySettings
+from treegrpo.config import ConfigError, HealthSettings, NatsSettings, Settings, TelemetrySettings
 from treegrpo.health import Heartbeat, heartbeat_path, write_heartbeat
 from treegrpo.nats_url import resolve_nats_url
 from treegrpo.telemetry import setup_tracing, shutdown_tracing
@@ -34,6 +43,11 @@ from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
 HandlerFn = Callable[[pb.Event, Delivery], Awaitable[None]]
+EXIT_PERMANENT = 78  # EX_CONFIG: a supervisor must not restart a service that exits with it
+# what a failed setup means: nothing a restart changes (a missing model, a bad setting, a missing
+# optional package); a NATS that is not up yet (BusUnavailable) stays an ordinary, restartable exit
+PERMANENT_SETUP_ERRORS = (FileNotFoundError, NotADirectoryError, PermanentError, ConfigError, ValueError,
+                          ImportError)
 
 
 class Service:
@@ -49,6 +63,9 @@ class Service:
         self.stopping = asyncio.Event()
         self._state = "starting"  # -> running -> stopped, as the heartbeat reports it
         self._beat_task: asyncio.Task | None = None
+        self.failure = ""  # the permanent fault this service stopped on ("" while healthy)
+        self.errors = 0     # work failures outside the consumer (e.g. a group the sampler could not sample)
+        self.last_error = ""
 
     # -- what a service declares ---------------------------------------------------------------
     def handlers(self) -> dict[str, HandlerFn]:
@@ -58,8 +75,24 @@ class Service:
         return ConsumerOptions()
 
     @property
+    def run_id(self) -> str:
+        """The one run this service serves ('' = every run)."""
+        return getattr(self.config, "run_id", "")
+
+    @property
     def durable(self) -> str:
-        return self.name
+        return f"{self.name}-{self.run_id}" if self.run_id else self.name
+
+    def fail(self, reason: str) -> None:
+        """Stop for good on a permanent fault: the heartbeat says why, the exit code says 'do not restart'."""
+        if not self.failure:
+            log.error("%s: permanent fault, stopping: %s", self.name, reason)
+            self.failure = reason
+        self.stopping.set()
+
+    def note_error(self, reason: str) -> None:
+        self.errors += 1
+        self.last_error = reason[:300]
 
     async def on_setup(self) -> None:
         """Hook: open resources (models, sandboxes, servers) after the bus is up."""
@@ -79,7 +112,7 @@ class Service:
         url = resolve_nats_url(self.nats.url)
         self.bus = await Bus.connect(url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas)
         await self.bus.ensure()
-        filters = [ev_mod.subject_filter(kind) for kind in self.handlers()]
+        filters = [ev_mod.subject_filter(kind, self.run_id or "*") for kind in self.handlers()]
         self.consumer = Consumer(self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer)
         await self.on_setup()
 
@@ -114,7 +147,7 @@ class Service:
         self._beat_task.cancel()
         await asyncio.gather(self._beat_task, return_exceptions=True)
         self._beat_task = None
-        self._write_heartbeat("stopped")
+        self._write_heartbeat("failed" if self.failure else "stopped")
 
     async def _beat(self) -> None:
         """Written from the event loop itself: if the loop blocks, the file goes stale."""
@@ -127,7 +160,9 @@ class Service:
         beat = Heartbeat(service=self.name, instance=self.instance, pid=os.getpid(), written_at=time.time(),
                          state=state, nats_connected=bool(nc is not None and nc.is_connected),
                          consumer_loop_at=c.loop_at if c else 0.0, inflight=c.inflight if c else 0,
-                         processed=c.processed if c else 0, dead_lettered=c.dead_lettered if c else 0)
+                         processed=c.processed if c else 0, dead_lettered=c.dead_lettered if c else 0,
+                         errors=self.errors + (c.errors if c else 0),
+                         last_error=(c.last_error if c and c.last_error else self.last_error), failure=self.failure)
         try:
             write_heartbeat(heartbeat_path(self.name, self.health.file), beat)
         except OSError as exc:  # a full or read-only disk must not stop the work; the probe will say so
@@ -149,13 +184,22 @@ class Service:
         return await self.bus.publish(ev_mod.make_event(run_id, self.producer, body, key))
 
 
-async def serve(service: Service) -> None:
-    """Run a service until SIGTERM/SIGINT, then drain within the configured limit."""
+async def serve(service: Service) -> int:
+    """Run a service until SIGTERM/SIGINT, then drain within the configured limit. Returns the
+    process exit code: 0, or `EXIT_PERMANENT` after a permanent fault (see `Service.fail`)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(service.stop()))
     try:
         await service.setup()
         await service.run()
+    except PERMANENT_SETUP_ERRORS as exc:
+        if service.consumer is not None and service._state == "running":
+            raise  # only setup errors are known permanent; a running service's crash is restartable
+        service.fail(f"setup failed: {type(exc).__name__}: {exc}")
     finally:
-        await service.close()  # also after a failed setup: the heartbeat says "stopped", not stale
+        await service.close()  # also after a failed setup: the heartbeat says "stopped"/"failed", not stale
+    if service.failure:
+        print(f"{service.name}: {service.failure}", file=sys.stderr, flush=True)
+        return EXIT_PERMANENT
+    return 0

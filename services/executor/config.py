@@ -103,6 +103,7 @@ class ExecutorConfig(Settings):
     local: LocalSettings = Field(default_factory=LocalSettings, description="Local sandbox backend")
     k8s: K8sSettings = Field(default_factory=K8sSettings, description="Kubernetes backend")
     gpu_guard: GpuGuardSettings = Field(default_factory=GpuGuardSettings, description="GPU-idle guard")
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

@@ -40,6 +40,7 @@ class GraderConfig(Settings):
     scratch_dir: str = Field(default="", description="Where submissions are downloaded to be graded; empty = a private temp folder")
     unknown_task_retry_s: float = Field(default=30.0, gt=0, description="Retry delay when a task's data or answers are missing (a config fix + restart recovers)")
     rewards: RewardSettings = Field(default_factory=RewardSettings, description="Reward shaping")
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

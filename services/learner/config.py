@@ -65,7 +65,7 @@ class LearnerConfig(Settings):
     loaded_timeout_s: float = Field(default=60.0, gt=0, description="Wait this long for policy.loaded of a pushed version before pushing again")
     push_attempts: int = Field(default=5, ge=1, description="Pushes of one version before giving up (the sampler can still pull it)")
     min_step_seconds: float = Field(default=0.0, ge=0, description="Pad each step to at least this long (a deliberately slow learner, for overlap tests)")
-    run_id: str = Field(default="", description="Train only this run; empty = the run of the first run.started seen")
+    run_id: str = Field(default="", description="Train only this run (its own durable consumer, filtered to its subjects); empty = the first open run seen, one at a time")
     ack_wait_s: float = Field(default=60.0, gt=0, description="A crashed learner's unacked groups are redelivered after this long")
     max_inflight_groups: int = Field(default=4096, ge=1, description="group.scored messages held unacked until trained")
     wandb: WandbSettings = Field(default_factory=WandbSettings, description="Optional W&B logging")

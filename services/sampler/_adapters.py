@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
+from treegrpo.finite import nonfinite_in_folder
 from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.v1 import events_pb2 as pb
 
@@ -131,7 +132,21 @@ class AdapterLoader:
                 await asyncio.to_thread(_untar, archive, folder)
             except (tarfile.TarError, OSError, ValueError) as exc:
                 return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
+            refused = await self._check_finite(version, folder)
+            if refused is not None:
+                return refused
             return await self._swap(run_id, version, folder, actual)
+
+    async def _check_finite(self, version: int, folder: Path) -> LoadResult | None:
+        """A refusal if the adapter holds NaN/inf (its sha256 can match: the learner saved it so)."""
+        try:
+            bad = await asyncio.to_thread(nonfinite_in_folder, folder)
+        except Exception as exc:  # unreadable safetensors: as refused as a corrupt archive
+            return self._refuse(f"v{version}: unreadable adapter weights: {type(exc).__name__}: {exc}")
+        if not bad:
+            return None
+        shutil.rmtree(folder, ignore_errors=True)
+        return self._refuse(f"v{version} holds {sum(bad.values())} non-finite values ({', '.join(bad)})")
 
     async def _swap(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
         started = time.perf_counter()

@@ -13,7 +13,7 @@ from treegrpo import events
 from treegrpo.config import RunSpec
 from treegrpo.v1 import events_pb2 as pb
 
-REPLAY_KINDS = ["run.started", "run.completed", "round.started", "round.completed", "node.sampled",
+REPLAY_KINDS = ["run.started", "run.completed", "run.ended", "run.resumed", "round.started", "round.completed", "node.sampled",
                 "group.scored", "policy.published"]
 
 
@@ -36,7 +36,10 @@ class RunState:
     rounds: dict[tuple[str, int], RoundState] = field(default_factory=dict)
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     published: dict[int, pb.PolicyPublished] = field(default_factory=dict)
-    completed: bool = False  # run.completed seen (ours or anyone's): stop sampling it
+    completed: bool = False  # run.completed seen, or the run's latest attempt ended: stop sampling it
+    finished: bool = False   # run.completed seen: the run is over for good
+    ended: set[int] = field(default_factory=set)    # attempts recorded by run.ended
+    resumed: set[int] = field(default_factory=set)  # attempts opened by run.resumed
 
     @classmethod
     def from_started(cls, run_id: str, started: pb.RunStarted) -> RunState:
@@ -68,7 +71,19 @@ class RunState:
             fold(getattr(event, field_name))
 
     def _on_run_completed(self, body: pb.RunCompleted) -> None:
-        self.completed = True
+        self.finished = self.completed = True
+
+    def _on_run_ended(self, body: pb.RunEnded) -> None:
+        self.ended.add(body.attempt)
+        self._reopen_or_close()
+
+    def _on_run_resumed(self, body: pb.RunResumed) -> None:
+        self.resumed.add(body.attempt)
+        self._reopen_or_close()
+
+    def _reopen_or_close(self) -> None:
+        """Open while fewer attempts ended than were started (1 + resumes); sets, so idempotent."""
+        self.completed = self.finished or len(self.ended) >= 1 + len(self.resumed)
 
     def _on_round_started(self, body: pb.RoundStarted) -> None:
         rs = self.round(body.task, body.round)

@@ -65,6 +65,7 @@ class SamplerConfig(Settings):
     max_concurrent_groups: int = Field(default=1, ge=1, description="Sibling groups generated at once (1 on a CPU; more for vllm/openai)")
     publish_run_completed: bool = Field(default=True, description="Publish run.completed when every task's last round is complete")
     workdir: str = Field(default="", description="Where pushed adapters are unpacked; empty = $TREEGRPO_HOME/sampler")
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

@@ -56,6 +56,7 @@ class SamplerService(Service):
         self._pump_task: asyncio.Task | None = None
         self._foreign_warned: set[str] = set()
         self._retry_at: dict[str, float] = {}  # group id -> monotonic time before which a failed group waits
+        self._turn = 0  # which run the pump serves first: rotated, so no run starves the others
         self.groups_sampled = 0
 
     @property
@@ -69,6 +70,7 @@ class SamplerService(Service):
 
     def handlers(self):
         return {"run.started": self.on_run_started, "run.completed": self.on_run_completed,
+                "run.ended": self.on_run_completed, "run.resumed": self.on_run_resumed,
                 "group.scored": self.on_group_scored, "policy.published": self.on_policy_published}
 
     def consumer_options(self) -> ConsumerOptions:
@@ -92,9 +94,11 @@ class SamplerService(Service):
         await self._resume_open_runs()
 
     async def _resume_open_runs(self) -> None:
-        """After a restart the facts that would wake us may all be acked already: look for open runs."""
-        for run_id in await self.bus.run_ids():
-            if await self.bus.last_event(run_id, "run.completed") is None:
+        """After a restart the facts that would wake us may all be acked already: look for open
+        runs (ours alone when scoped to one). A run whose last attempt ended (stopped, failed,
+        completed) is never picked up again until `treegrpo run --resume` reopens it."""
+        for run_id in [self.run_id] if self.run_id else await self.bus.run_ids():
+            if (await self.bus.run_ends(run_id)).open:
                 await self.ensure_run(run_id)
 
     async def on_stop(self) -> None:
@@ -135,9 +139,19 @@ class SamplerService(Service):
             raise PermanentError(f"bad run spec: {exc}") from exc
 
     async def on_run_completed(self, event: pb.Event, delivery: Delivery) -> None:
+        """run.completed or run.ended: stop sampling the run (groups in flight finish)."""
         state = self.runs.get(event.envelope.run_id)
         if state is not None:
             state.apply(event)
+
+    async def on_run_resumed(self, event: pb.Event, delivery: Delivery) -> None:
+        state = self.runs.get(event.envelope.run_id)
+        if state is None:
+            await self.ensure_run(event.envelope.run_id)
+            return
+        state.apply(event)
+        await self._catch_up(state)
+        self._wake.set()
 
     async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
         state = await self.ensure_run(event.envelope.run_id)
@@ -199,12 +213,16 @@ class SamplerService(Service):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
             self._wake.clear()
-            for state in list(self.runs.values()):
-                if not state.completed:
-                    self._launch(state)
+            runs = [s for s in self.runs.values() if not s.completed]
+            if runs:
+                self._turn = (self._turn + 1) % len(runs)
+            share = max(1, self.config.max_concurrent_groups // max(1, len(runs)))
+            for state in runs[self._turn:] + runs[:self._turn]:
+                self._launch(state, share)
 
-    def _launch(self, state: RunState) -> None:
-        free = self.config.max_concurrent_groups - len(self._busy)
+    def _launch(self, state: RunState, share: int) -> None:
+        """Start up to `share` of the free slots' groups for this run (runs take turns)."""
+        free = min(share, self.config.max_concurrent_groups - len(self._busy))
         if free <= 0:
             return
         version = self._version_for(state)
@@ -232,6 +250,7 @@ class SamplerService(Service):
         self._busy.pop(group_id, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("group %s failed: %r; retrying in %.0fs", group_id, task.exception(), RETRY_S)
+            self.note_error(f"group {group_id}: {type(task.exception()).__name__}: {task.exception()}")
             self._retry_at[group_id] = time.monotonic() + RETRY_S
         self._wake.set()
 

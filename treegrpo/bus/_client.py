@@ -7,11 +7,12 @@ import hashlib
 import io
 import logging
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import nats
 from nats.js import api
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._errors import BusUnavailable
@@ -27,6 +28,24 @@ SUBMISSIONS = "tg-submissions"
 ADAPTERS = "tg-adapters"
 CHUNK = 1024 * 1024  # 1 MiB object chunks read far faster than the 128 KiB default
 DUPLICATE_WINDOW_S = 24 * 3600  # a republish within a day of the original is dropped by the server
+
+
+@dataclass(frozen=True)
+class RunEnds:
+    """A run's lifecycle facts: attempts = 1 + resumes; open while fewer attempts ended."""
+
+    started: bool
+    completed: bool
+    ended: int    # run.ended facts (one per attempt that ended)
+    resumed: int  # run.resumed facts
+
+    @property
+    def attempt(self) -> int:
+        return 1 + self.resumed
+
+    @property
+    def open(self) -> bool:
+        return self.started and not self.completed and self.ended < self.attempt
 
 
 class Bus:
@@ -188,6 +207,25 @@ class Bus:
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.*.run.started")
         subjects = sorted((info.state.subjects or {}).keys())
         return [s.split(".")[1] for s in subjects]
+
+    async def claim(self, event: pb.Event) -> bool:
+        """Publish the first fact of a subject, atomically: False (nothing written) when one is
+        already there. Two runners that chose one run id cannot both start it."""
+        try:
+            ack = await self.js.publish(ev_mod.subject_of(event), ev_mod.encode(event),
+                                        headers={**self.headers_for(event), "Nats-Expected-Last-Subject-Sequence": "0"})
+        except APIError as exc:  # 10071 wrong last sequence: the subject holds a message already
+            if exc.err_code == 10071:
+                return False
+            raise
+        return not ack.duplicate  # within the duplicate window the server answers "duplicate" instead
+
+    async def run_ends(self, run_id: str) -> RunEnds:
+        """How the run's attempts ended so far, from the subjects alone (one request)."""
+        info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
+        kinds = [".".join(s.split(".")[2:4]) for s in (info.state.subjects or {})]
+        return RunEnds(started="run.started" in kinds, completed="run.completed" in kinds,
+                       ended=kinds.count("run.ended"), resumed=kinds.count("run.resumed"))
 
     async def close(self, drain_timeout_s: float = 10.0) -> None:
         if self.nc.is_closed:

@@ -68,6 +68,8 @@ class Consumer:
         self._working: dict[int, tuple[float, object]] = {}  # id(msg) -> (start, msg), for heartbeats
         self.processed = 0
         self.dead_lettered = 0
+        self.errors = 0            # handler failures (retried or dead-lettered): the heartbeat shows them
+        self.last_error = ""
         self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
 
     async def _bind(self) -> None:
@@ -226,6 +228,8 @@ class Consumer:
         self.processed += 1
 
     async def _retry(self, msg, event: pb.Event, delivery: Delivery, reason: str, delay: float) -> None:
+        self.errors += 1
+        self.last_error = reason[:300]
         if delivery.num_delivered >= self.opt.max_deliver:
             await self._dead_letter(msg, delivery, f"gave up after {delivery.num_delivered} deliveries: {reason}",
                                     run_id=event.envelope.run_id)
@@ -253,6 +257,8 @@ class Consumer:
         await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))
         await msg.term()
         self.dead_lettered += 1
+        self.errors += 1
+        self.last_error = f"dead-lettered: {reason}"[:300]
         log.error("%s: dead-lettered seq %d: %s", self.durable, delivery.stream_seq, reason)
 
 

@@ -128,7 +128,9 @@ def serve_cmd(service: str = typer.Argument(..., help="sampler | executor | grad
         raise typer.Exit(2) from exc
     import uvloop  # the consumer loop is event-loop bound: uvloop is ~1.5x faster than asyncio's
 
-    uvloop.run(serve(cls(cfg)))
+    code = uvloop.run(serve(cls(cfg)))
+    if code:
+        raise typer.Exit(code)
 
 
 def health_cmd(

@@ -48,6 +48,11 @@ def describe(event: pb.Event) -> tuple[str, str]:
         return "bold", f"tasks={list(b.tasks)} rounds={b.rounds} train={b.train} staleness={b.max_staleness}"
     if kind == "run.completed":
         return "bold", f"{b.outcome} {b.reason}"
+    if kind == "run.ended":
+        style = {"completed": "bold green", "stopped": "yellow"}.get(b.outcome, "bold red")
+        return style, f"attempt {b.attempt} {b.outcome} {b.reason}"
+    if kind == "run.resumed":
+        return "bold", f"attempt {b.attempt}"
     if kind == "dead.lettered":
         return "red", f"{b.consumer} {b.subject}: {b.reason}"
     return "white", str(b)[:120]

@@ -76,6 +76,22 @@ class RunCompleted(_message.Message):
     reason: str
     def __init__(self, outcome: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class RunEnded(_message.Message):
+    __slots__ = ("outcome", "reason", "attempt")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    reason: str
+    attempt: int
+    def __init__(self, outcome: _Optional[str] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class RunResumed(_message.Message):
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    def __init__(self, attempt: _Optional[int] = ...) -> None: ...
+
 class RoundStarted(_message.Message):
     __slots__ = ("task", "round", "policy_version", "model", "adapter_path", "started_unix", "expansions", "group_size")
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -380,7 +396,7 @@ class DeadLettered(_message.Message):
     def __init__(self, consumer: _Optional[str] = ..., subject: _Optional[str] = ..., reason: _Optional[str] = ..., payload: _Optional[bytes] = ..., stream_seq: _Optional[int] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered")
+    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed")
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +410,8 @@ class Event(_message.Message):
     POLICY_PUBLISHED_FIELD_NUMBER: _ClassVar[int]
     POLICY_LOADED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    RUN_ENDED_FIELD_NUMBER: _ClassVar[int]
+    RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     envelope: Envelope
     run_started: RunStarted
     run_completed: RunCompleted
@@ -407,4 +425,6 @@ class Event(_message.Message):
     policy_published: PolicyPublished
     policy_loaded: PolicyLoaded
     dead_lettered: DeadLettered
-    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ...) -> None: ...
+    run_ended: RunEnded
+    run_resumed: RunResumed
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ...) -> None: ...
