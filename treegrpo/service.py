@@ -88,7 +88,10 @@ class Service:
         if not self.failure:
             log.error("%s: permanent fault, stopping: %s", self.name, reason)
             self.failure = reason
-        self.stopping.set()
+        try:  # the service's own stop(): it may release held work first (the learner's waiting groups)
+            asyncio.get_running_loop().create_task(self.stop())
+        except RuntimeError:  # no loop: nothing runs that needs telling
+            self.stopping.set()
 
     def note_error(self, reason: str) -> None:
         self.errors += 1

@@ -1,13 +1,18 @@
-"""Checkpoints: adapter, optimizer, RNG, version and stream position, written atomically.
+"""Checkpoints: adapter, optimizer, RNG, version and stream position, written atomically and verified.
 
-Layout: `<dir>/step_000007/{adapter/, trainer.pt, state.json}` plus `<dir>/LATEST` naming the
-newest. A checkpoint is built in a temporary sibling folder and renamed into place, then LATEST is
-replaced (`os.replace`), so a crash at any instant leaves either the old or the new checkpoint,
-never a half-written one.
+Layout: `<dir>/step_000007/{adapter/, trainer.pt, state.json, MANIFEST.json}` plus `<dir>/LATEST`
+naming the newest. A checkpoint is built in a temporary sibling folder and renamed into place, then
+LATEST is replaced (`os.replace`), so a crash at any instant leaves either the old or the new
+checkpoint, never a half-written one. That protects against our own crash, not against the disk:
+a full disk, a bad block or a stray write can still damage files afterwards. So `MANIFEST.json`
+(size and sha256 of every other file) is written last, and `newest_good` checks it, and the
+adapter's values, before anything is loaded: a damaged newest checkpoint is reported and the one
+before it used; none good is `CheckpointError`, a permanent fault.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -17,8 +22,20 @@ from pathlib import Path
 
 import torch
 
+from treegrpo.bus import PermanentError
+from treegrpo.finite import nonfinite_in_folder, nonfinite_in_tensors
+
 log = logging.getLogger(__name__)
 LATEST = "LATEST"
+MANIFEST = "MANIFEST.json"
+
+
+class CheckpointError(PermanentError):
+    """Checkpoints exist but none verifies: restarting cannot help, a person must look."""
+
+
+class NonFiniteWeights(ValueError):  # noqa: N818 (a fact about the weights, raised as an error)
+    """The adapter holds NaN/inf: never saved, never published."""
 
 
 @dataclass
@@ -54,6 +71,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int = 2) -> Path:
+    bad = nonfinite_in_tensors(p for p in model.parameters() if p.requires_grad)
+    if bad:
+        raise NonFiniteWeights(f"step {state.step}: the adapter holds {bad} non-finite values; not saved")
     root.mkdir(parents=True, exist_ok=True)
     name = f"step_{state.step:06d}"
     final = root / name
@@ -63,10 +83,11 @@ def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int 
     model.save_pretrained(tmp / "adapter")
     torch.save(trainer_state, tmp / "trainer.pt")
     (tmp / "state.json").write_text(state.to_json())
-    for f in tmp.rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+    _fsync_files(tmp)
+    manifest = {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": _sha256(f)}
+                for f in sorted(tmp.rglob("*")) if f.is_file()}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: it vouches for the rest
+    _fsync_files(tmp, only=MANIFEST)
     if final.exists():  # a re-run of the same step after a crash: replace it
         shutil.rmtree(final)
     os.rename(tmp, final)
@@ -80,13 +101,29 @@ def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int 
 
 def _prune(root: Path, keep: int) -> None:
     steps = sorted(p for p in root.glob("step_*") if p.is_dir())
-    for old in steps[:-keep]:
+    for old in steps[:-keep]:  # the kept ones are the fallback if the newest is damaged later
         shutil.rmtree(old, ignore_errors=True)
     for tmp in root.glob(".tmp-step_*"):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _fsync_files(folder: Path, only: str = "") -> None:
+    for f in folder.rglob(only or "*"):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def latest(root: Path) -> Path | None:
+    """The newest checkpoint folder by name (unverified; `newest_good` is what restores use)."""
     pointer = root / LATEST
     if pointer.exists():
         path = root / pointer.read_text().strip()
@@ -94,6 +131,48 @@ def latest(root: Path) -> Path | None:
             return path
     steps = sorted(p for p in root.glob("step_*") if (p / "state.json").exists())
     return steps[-1] if steps else None
+
+
+def verify(path: Path) -> str:
+    """Why this checkpoint cannot be trusted ('' = it verifies): its manifest, then its values."""
+    manifest_path = path / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:  # saved before manifests existed: its values are all we can check
+        log.warning("%s has no %s; checking its adapter's values only", path.name, MANIFEST)
+        manifest = {}
+    except (OSError, ValueError) as exc:
+        return f"{path.name}: unreadable {MANIFEST}: {exc}"
+    for rel, want in manifest.items():
+        f = path / rel
+        if not f.is_file():
+            return f"{path.name}: {rel} is missing"
+        if f.stat().st_size != want["bytes"]:
+            return f"{path.name}: {rel} has {f.stat().st_size} bytes, the manifest says {want['bytes']} (truncated?)"
+        if _sha256(f) != want["sha256"]:
+            return f"{path.name}: {rel} does not match its sha256 in the manifest (overwritten?)"
+    try:
+        bad = nonfinite_in_folder(path / "adapter")
+    except Exception as exc:  # a file that hashes right but does not parse: damaged before the save
+        return f"{path.name}: adapter unreadable: {type(exc).__name__}: {exc}"
+    if bad:
+        return f"{path.name}: adapter holds {sum(bad.values())} non-finite values"
+    return ""
+
+
+def newest_good(root: Path) -> tuple[Path | None, list[str]]:
+    """The newest checkpoint that verifies, and what was wrong with each newer one. Raises
+    `CheckpointError` when checkpoints exist and none verifies."""
+    steps = sorted((p for p in root.glob("step_*") if p.is_dir()), reverse=True)
+    problems = []
+    for path in steps:
+        why = verify(path)
+        if not why:
+            return path, problems
+        problems.append(why)
+    if problems:
+        raise CheckpointError(f"no checkpoint under {root} verifies: " + "; ".join(problems))
+    return None, problems
 
 
 def load(path: Path) -> tuple[LearnerState, dict, Path]:

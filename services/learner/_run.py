@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -22,6 +23,7 @@ from services.learner.config import LearnerConfig
 from treegrpo import events as ev_mod
 from treegrpo.bus import ADAPTERS, Bus, TransientError
 from treegrpo.config import RunSpec, treegrpo_home
+from treegrpo.finite import nonfinite_in_tensors
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ class RunLearner:
         self.trained: set[str] = set()
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.record: dict = {}
+        self.restore_notes: list[str] = []  # damaged checkpoints skipped on open (the service reports them)
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(bus, producer, cfg.sampler_endpoints, cfg.expect_loaded, cfg.push_timeout_s,
@@ -70,7 +73,12 @@ class RunLearner:
         return latest
 
     async def _restore(self) -> None:
-        path = ckpt.latest(self.ckpt_dir)
+        path, damaged = await asyncio.to_thread(ckpt.newest_good, self.ckpt_dir)  # CheckpointError: none good
+        for why in damaged:
+            log.error("damaged checkpoint skipped: %s", why)
+        self.restore_notes = [f"damaged checkpoint skipped: {why}" for why in damaged]
+        if damaged:
+            log.warning("restoring from %s instead", path.name if path else "the published versions")
         trainer_state = None
         if path is not None:
             state, trainer_state, adapter = ckpt.load(path)
@@ -185,6 +193,7 @@ class RunLearner:
                 samples, with_signal, staleness = self.samples(batch)
                 phases["adv"] = time.perf_counter() - ta
             out = await asyncio.to_thread(self.trainer.step, samples)
+            await asyncio.to_thread(self._check_finite, out.metrics)
             pad = max(0.0, self.cfg.min_step_seconds - (time.perf_counter() - t0))
             if pad:
                 await asyncio.sleep(pad)
@@ -217,6 +226,16 @@ class RunLearner:
             if not g.done.done():
                 g.done.set_result(True)
         return record
+
+    def _check_finite(self, metrics: dict) -> None:
+        """A NaN/inf loss or weight is never saved or published: the step stops here with a reason
+        (the same batch from the same weights would give the same values, so it is not retried)."""
+        bad = {k: v for k, v in metrics.items() if not math.isfinite(float(v))}
+        params = nonfinite_in_tensors(p for p in self.model.parameters() if p.requires_grad)
+        if bad or params:
+            raise ckpt.NonFiniteWeights(f"step {self.state.step + 1}: non-finite "
+                                        f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
+                                        f"{f'{params} adapter values' if params else ''}; nothing saved or published")
 
     def _advance(self, batch: Batch) -> None:
         self.state.step += 1

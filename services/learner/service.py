@@ -17,12 +17,13 @@ import time
 from opentelemetry import trace
 
 from services.learner._buffer import PendingGroup
+from services.learner._checkpoint import CheckpointError, NonFiniteWeights
 from services.learner._run import RunLearner
 from services.learner._wandb import StepLogger
 from services.learner.config import LearnerConfig
 from treegrpo.bus import ConsumerOptions, Delivery, TransientError
 from treegrpo.config import RunSpec
-from treegrpo.service import Service
+from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -44,12 +45,9 @@ class LearnerService(Service):
         self.steps: list[pb.LearnerStepped] = []
         self.wandb = StepLogger(config.wandb)
 
-    @property
-    def durable(self) -> str:
-        return f"learner-{self.config.run_id}" if self.config.run_id else "learner"
-
     def handlers(self):
-        return {"run.started": self.on_run_started, "group.scored": self.on_group_scored}
+        return {"run.started": self.on_run_started, "group.scored": self.on_group_scored,
+                "run.ended": self.on_run_ended}
 
     def consumer_options(self) -> ConsumerOptions:
         # every waiting group holds its message unacked; heartbeats keep them from redelivery
@@ -89,6 +87,18 @@ class LearnerService(Service):
             if spec.train:
                 await self._ensure_run(run_id)
 
+    async def on_run_ended(self, event: pb.Event, delivery: Delivery) -> None:
+        """The run this learner trains ended (stopped, failed, completed): let it go, so an
+        unscoped learner can take the next run. Its waiting groups go back unacked."""
+        run = self.active
+        if run is None or run.run_id != event.envelope.run_id or self.config.run_id:
+            return  # a scoped learner stops with its runner
+        async with self._opening:
+            if self.active is run:
+                log.info("run %s ended (%s); releasing it", run.run_id, event.run_ended.outcome)
+                run.buffer.fail_all(TransientError(f"run {run.run_id} ended", 30.0))
+                self.active = None
+
     async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
         run_id = event.envelope.run_id
         if self.config.run_id and run_id != self.config.run_id:
@@ -118,8 +128,17 @@ class LearnerService(Service):
             spec = RunSpec.model_validate_json(started.run_started.run_spec_json)
             if not spec.train:
                 return None
+            if not self.config.run_id and not (await self.bus.run_ends(run_id)).open:
+                raise TransientError(f"run {run_id} has ended; not training it", 30.0)
             run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
-            await run.open()
+            try:
+                await run.open()
+            except PERMANENT_SETUP_ERRORS as exc:  # no model, no good checkpoint: nak the group, stop with the reason
+                reason = exc.reason if isinstance(exc, CheckpointError) else f"{type(exc).__name__}: {exc}"
+                self.fail(f"cannot open run {run_id}: {reason}")
+                raise TransientError(reason, 30.0) from exc
+            for note in run.restore_notes:
+                self.note_error(note)
             self.active = run
             self.wandb.start(run_id, self.config)
             return run
@@ -147,6 +166,13 @@ class LearnerService(Service):
         waited = time.monotonic() - self._last_step_end
         try:
             record = await run.step(batch, waited, self._dropped_since_step)
+        except NonFiniteWeights as exc:  # permanent: retrying the batch from the same weights gives the same
+            for g in batch.groups:
+                if not g.done.done():
+                    g.done.set_exception(TransientError(str(exc), 30.0))
+            run.buffer.fail_all(TransientError("learner stopping", 30.0))
+            self.fail(str(exc))
+            return
         except Exception as exc:  # the in-memory policy may be half-updated: rebuild from durable state
             log.exception("step failed; reopening run %s from its last durable version", run.run_id)
             for g in batch.groups:

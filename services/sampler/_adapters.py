@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
-from treegrpo.finite import nonfinite_in_folder
 from treegrpo.bus import ADAPTERS, Bus
+from treegrpo.finite import nonfinite_in_folder
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)

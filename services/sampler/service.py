@@ -248,7 +248,11 @@ class SamplerService(Service):
 
     def _done(self, group_id: str, task: asyncio.Task) -> None:
         self._busy.pop(group_id, None)
-        if not task.cancelled() and task.exception() is not None:
+        if not task.cancelled() and isinstance(task.exception(), FileNotFoundError) and self.run_id:
+            # a task the run names is nowhere to be found: no retry brings it, and this sampler
+            # serves that one run, so stop it with the reason (an unscoped one keeps serving others)
+            self.fail(f"group {group_id}: {task.exception()}")
+        elif not task.cancelled() and task.exception() is not None:
             log.error("group %s failed: %r; retrying in %.0fs", group_id, task.exception(), RETRY_S)
             self.note_error(f"group {group_id}: {type(task.exception()).__name__}: {task.exception()}")
             self._retry_at[group_id] = time.monotonic() + RETRY_S

@@ -34,6 +34,7 @@ class RunnerSettings(Section):
     learner_idle_s: float = Field(default=120.0, gt=0, description="After the last round, wait this long for a learner step before finishing anyway")
     export: bool = Field(default=True, description="Write the seed-format data root at the end")
     report: bool = Field(default=True, description="Write the report (Markdown + plots) at the end")
+    min_free_mb: float = Field(default=500.0, ge=0, description="Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this")
     live: bool = Field(default=True, description="Live progress display (off: one line per round)")
 
 

@@ -89,7 +89,7 @@ class Progress:
             total.update(tp.statuses)
         return total
 
-    def table(self, services: dict[str, tuple[bool, int, str]] | None = None) -> Table:
+    def table(self, services: dict[str, tuple[bool, int, str]] | None = None, faults: list[str] | None = None) -> Table:
         elapsed = time.time() - self.started
         t = Table(title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
                         f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
@@ -107,4 +107,6 @@ class Progress:
             line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"
                              for n, (alive, r, state) in services.items())
             t.caption = line
+        if faults:  # what is wrong right now, under the table until it clears
+            t.caption = "\n".join([*(f"[bold red]! {f}[/]" for f in faults), t.caption or ""]).rstrip()
         return t

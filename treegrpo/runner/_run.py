@@ -9,7 +9,6 @@ import os
 import time
 import tomllib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -21,11 +20,12 @@ from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import SERVICE_NAMES, RunFile, deep_merge
+from treegrpo.runner._faults import FaultWatch
+from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
 from treegrpo.runner._supervisor import Supervisor
 from treegrpo.runner._toml import dump_toml
-from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,6 @@ class RunResult:
     progress: Progress
     out_dir: Path
     run_dir: Path
-
-
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
 
 
 async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
@@ -55,13 +51,15 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
     home = treegrpo_home()
     model = rf.sampler.get("model") or spec.model or str(home / "models" / "small")
     common = {"nats": {"url": url}}
+    run = {"run_id": spec.run_id}  # each service consumes this run's events alone (docs/DEPLOY.md)
     wiring = {
-        # the runner says run.completed once training caught up too, not when rollout ends
-        "sampler": {"model": model, "grpc": {"port": grpc_port, "host": "127.0.0.1"}, "publish_run_completed": False},
-        "executor": {},
-        "grader": {},
-        "learner": {"model": rf.learner.get("model") or model, "run_id": spec.run_id,
-                    "sampler_endpoints": [f"127.0.0.1:{grpc_port}"]},
+        # the runner says run.completed once training caught up too, not when rollout ends;
+        # unpacked adapters per run: two runs' samplers on one home must not share v1/
+        "sampler": {"model": model, "grpc": {"port": grpc_port, "host": "127.0.0.1"}, "publish_run_completed": False,
+                    "workdir": str(run_dir / "sampler"), **run},
+        "executor": {**run},
+        "grader": {**run},
+        "learner": {"model": rf.learner.get("model") or model, "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
     }
     # one span file per service: several processes appending to one file could interleave lines;
     # heartbeats per run, so two runs on one home never read each other's
@@ -110,12 +108,6 @@ async def watch(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) 
             await sub.unsubscribe()
 
 
-async def _publish_start(bus: Bus, spec: RunSpec) -> None:
-    body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=spec.tasks, rounds=spec.rounds,
-                         train=spec.train, max_staleness=spec.max_staleness, resource_gate=spec.resource_gate)
-    await bus.publish(ev_mod.make_event(spec.run_id, "runner", body))
-
-
 async def _finish_step(progress: Progress, rf: RunFile) -> bool:
     """True once rollout is complete and training caught up (or stopped coming)."""
     if not progress.rollout_done:
@@ -127,25 +119,38 @@ async def _finish_step(progress: Progress, rf: RunFile) -> bool:
 
 
 async def execute(rf: RunFile, resume: str = "", console: Console | None = None) -> RunResult:
-    """Run (or resume) one run to completion; Ctrl-C stops it cleanly, resumable."""
+    """Run (or resume) one run to completion; Ctrl-C stops it cleanly, resumable. Every attempt
+    ends with `run.ended` on the log (completed / stopped / failed and why)."""
     console = console or Console()
     home = treegrpo_home()
     nats = open_nats(rf.runner.nats_url)
     bus = await Bus.connect(nats.url, "runner", 15)
-    await bus.ensure()
-    if resume:
-        spec = await existing_spec(bus, resume)
-    else:
-        spec = rf.spec()
+    try:
+        await bus.ensure()
+        return await _execute(rf, resume, console, home, nats, bus)
+    finally:
+        await bus.close()
+        nats.close()
+
+
+async def _execute(rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus) -> RunResult:
+    spec = await existing_spec(bus, resume) if resume else rf.spec()
+    if not resume:
         spec = spec.model_copy(update={"run_id": spec.run_id or new_run_id()})
     run_dir = home / "runs" / spec.run_id
     out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     prepare_tasks(spec)
     sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
     if not spec.train:
         sections.pop("learner")
     validate_sections(sections)
+    # the log decides who owns a run id: claim it (or reopen it) before anything else is written
+    if resume:
+        attempt = await reopen_run(bus, spec.run_id)
+    else:
+        await claim_run(bus, spec)
+        attempt = 1
+    run_dir.mkdir(parents=True, exist_ok=True)
     paths = write_configs(sections, run_dir)
     sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
     env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url,
@@ -154,32 +159,42 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
         if not rf.runner.attach:
             sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
     progress = Progress(spec.tasks, spec.rounds, spec.train)
+    faults = FaultWatch(bus, _watched_folders(home, nats), rf.runner.min_free_mb)
     stop = asyncio.Event()
-    outcome = "failed"
+    outcome, reason = "failed", "the runner stopped unexpectedly"
     watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
     try:
         sup.start_all()
-        await _publish_start(bus, spec)
-        console.print(f"[bold]run {spec.run_id}[/] — {len(spec.tasks)} task(s) × {spec.rounds} round(s), "
+        console.print(f"[bold]run {spec.run_id}[/]{f' (attempt {attempt})' if attempt > 1 else ''} — "
+                      f"{len(spec.tasks)} task(s) × {spec.rounds} round(s), "
                       f"E={spec.tree.expansions} G={spec.tree.group_size}, train={spec.train}, "
                       f"max_staleness={spec.max_staleness}; logs in {run_dir / 'logs'}")
-        outcome = await _supervise(rf, sup, nats, progress, console)
+        outcome, reason = await _supervise(rf, sup, nats, faults, progress, console)
     except (KeyboardInterrupt, asyncio.CancelledError):
-        outcome = "stopped"
+        outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
         stop.set()
         sup.stop_all(rf.runner.stop_grace_s)
         with contextlib.suppress(Exception):
             await watcher
+        with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
+            await end_run(bus, spec.run_id, attempt, outcome, reason)
     if outcome == "completed":
-        await bus.publish(ev_mod.make_event(spec.run_id, "runner", pb.RunCompleted(outcome="completed")))
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"
     elif outcome == "stopped":
         console.print(f"[yellow]stopped.[/] resume with: [bold]treegrpo run --resume {spec.run_id}[/]")
-    await bus.close()
-    nats.close()
+    else:
+        console.print(f"[red]run {spec.run_id} failed:[/] {reason}")
     return RunResult(spec.run_id, outcome, progress, out_dir, run_dir)
+
+
+def _watched_folders(home: Path, nats: NatsHandle) -> dict[str, Path]:
+    folders = {"$TREEGRPO_HOME": home}
+    store = nats.server.store_dir if nats.server is not None else home / "nats" / "data"
+    if store.exists() or nats.server is not None:  # our server's, or the one `treegrpo nats up` keeps
+        folders["the NATS store"] = store
+    return folders
 
 
 def prepare_tasks(spec: RunSpec) -> None:
@@ -199,25 +214,28 @@ async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asynci
             await asyncio.sleep(0.5)
 
 
-async def _supervise(rf: RunFile, sup: Supervisor, nats: NatsHandle, progress: Progress,
-                     console: Console) -> str:
+async def _supervise(rf: RunFile, sup: Supervisor, nats: NatsHandle, faults: FaultWatch, progress: Progress,
+                     console: Console) -> tuple[str, str]:
+    """(outcome, reason) once the run completed or failed; faults are printed as they begin and clear."""
     deadline = time.time() + rf.runner.timeout_s if rf.runner.timeout_s else float("inf")
     services = lambda: {n: (p.alive, p.restarts, sup.state(p)) for n, p in sup.procs.items()}  # noqa: E731
-    with Live(progress.table(services()), console=console, refresh_per_second=2,
+    with Live(progress.table(services(), faults.lines), console=console, refresh_per_second=2,
               transient=False, auto_refresh=rf.runner.live) as live:
         while True:
             await asyncio.sleep(0.5)
-            for note in filter(None, [nats.check(), *sup.check()]):
+            for note in filter(None, [nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]):
                 console.print(f"[yellow]{note}[/]")
-            live.update(progress.table(services()))
+            live.update(progress.table(services(), faults.lines))
+            if sup.failures:
+                return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
             if sup.gave_up:
                 console.print(f"[red]gave up on {', '.join(sup.gave_up)}; see {sup.run_dir / 'logs'}[/]")
-                return "failed"
+                return "failed", f"gave up restarting {', '.join(sup.gave_up)} (runner.max_restarts)"
             if await _finish_step(progress, rf):
-                return "completed"
+                return "completed", "every round complete and trained"
             if time.time() > deadline:
                 console.print(f"[red]run exceeded timeout_s={rf.runner.timeout_s}[/]")
-                return "failed"
+                return "failed", f"exceeded runner.timeout_s={rf.runner.timeout_s:g}"
 
 
 async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> bool:

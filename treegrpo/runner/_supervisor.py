@@ -3,7 +3,9 @@
 Each service is its own process (`python -m treegrpo.cli serve NAME --config FILE`), so a crash
 or a kill of one is survivable: the supervisor starts it again, and the service resumes from its
 durable consumer position. PIDs are written to `<run_dir>/pids.json` (the fault-injection tests
-read it to kill services at random moments).
+read it to kill services at random moments). A service that exits with a permanent code (it said
+so: a missing model, a bad config, no good checkpoint) is not restarted; `failures` holds why, from
+its heartbeat or the last line of its log, and the runner stops the run with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from pathlib import Path
 from treegrpo._proc import die_with_parent
 from treegrpo.health import Heartbeat, problems, read_heartbeat
 
+PERMANENT_EXITS = (2, 78)  # a usage/config error, or treegrpo.service.EXIT_PERMANENT
+ERRORS_SHOWN_AFTER = 3     # a service's errors are shown once this many piled up since the last note
+
 
 @dataclass
 class Proc:
@@ -31,6 +36,7 @@ class Proc:
     proc: subprocess.Popen | None = None
     restarts: int = 0
     started_at: float = 0.0
+    errors_noted: int = 0  # the heartbeat's error count at the last note on screen
 
     @property
     def alive(self) -> bool:
@@ -45,6 +51,7 @@ class Supervisor:
         self.stuck_after_s = stuck_after_s
         self.procs: dict[str, Proc] = {}
         self.gave_up: list[str] = []
+        self.failures: dict[str, str] = {}  # service -> the permanent fault it exited with
 
     def add_service(self, name: str, config_path: Path, env: dict[str, str], health_file: Path | None = None) -> None:
         argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--config", str(config_path)]
@@ -58,6 +65,7 @@ class Supervisor:
         p.proc = subprocess.Popen(p.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **p.env},
                                   start_new_session=True, preexec_fn=die_with_parent())
         p.started_at = time.time()
+        p.errors_noted = 0  # a new process counts its errors from zero
         log.close()
         self._write_pids()
 
@@ -77,6 +85,11 @@ class Supervisor:
             if p.alive or p.name in self.gave_up:
                 continue
             code = p.proc.returncode if p.proc else None
+            if code in PERMANENT_EXITS:
+                self.gave_up.append(p.name)
+                self.failures[p.name] = self._why(p)
+                notes.append(f"{p.name} failed permanently: {self.failures[p.name]}")
+                continue
             if not self.restart or p.restarts >= self.max_restarts:
                 self.gave_up.append(p.name)
                 notes.append(f"{p.name} exited ({code}); not restarting")
@@ -84,6 +97,32 @@ class Supervisor:
             p.restarts += 1
             notes.append(f"{p.name} exited ({code}); restart #{p.restarts}")
             self._spawn(p)
+        return notes
+
+    def _why(self, p: Proc) -> str:
+        """The reason a service gave for its permanent exit: its heartbeat's, else its log's last line."""
+        try:
+            beat = read_heartbeat(p.health_file) if p.health_file else None
+        except (OSError, ValueError):
+            beat = None
+        if beat is not None and beat.pid == p.proc.pid and beat.failure:
+            return beat.failure
+        try:
+            lines = [ln for ln in p.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            lines = []
+        return lines[-1][-500:] if lines else f"exit code {p.proc.returncode}"
+
+    def error_notes(self) -> list[str]:
+        """Services that keep failing at their work (retries, dead letters, failed groups), each
+        shown again only after more errors piled up: what a person should see without reading logs."""
+        notes = []
+        for p in self.procs.values():
+            beat = self._own_beat(p)
+            if beat is None or beat.errors - p.errors_noted < ERRORS_SHOWN_AFTER:
+                continue
+            notes.append(f"{p.name}: {beat.errors} errors so far, the last: {beat.last_error}")
+            p.errors_noted = beat.errors
         return notes
 
     def _own_beat(self, p: Proc) -> Heartbeat | None:
