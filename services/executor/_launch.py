@@ -21,6 +21,7 @@ import marshal
 import os
 import resource
 import sys
+import time as _time  # built in, like the others: no start-up cost
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -29,6 +30,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 SETUP_FAILED = 125  # the jail could not be built: the executor records it, the script never ran
+ELAPSED_MARK = "treegrpo elapsed "  # the launcher's last stderr line: the node's wall time in seconds
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -216,6 +218,7 @@ def main() -> None:
         except OSError as exc:
             os.write(2, f"treegrpo sandbox setup failed: {exc}\n".encode())
             os._exit(SETUP_FAILED)
+    started = _time.monotonic()
     pid = os.fork()
     if pid == 0:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -227,6 +230,8 @@ def main() -> None:
             break
         except InterruptedError:
             continue
+    # the node's own time, measured here: the executor may have been frozen when it ended
+    os.write(2, f"{ELAPSED_MARK}{_time.monotonic() - started:.4f}\n".encode())
     os._exit(_exit_code(status))
 
 

@@ -32,7 +32,7 @@ from services.executor._host import (
     require_traversable,
     tree_rss,
 )
-from services.executor._launch import encode_spec
+from services.executor._launch import ELAPSED_MARK, encode_spec
 from services.executor._outcome import (
     CRASHED,
     GIB,
@@ -118,7 +118,9 @@ class LocalBackend:
             t_pending = time.monotonic() - t0
             uid = self.cfg.local.sandbox_uid_base + slot if self.is_root else None
             public = wsmod.public_dir(self.cfg.public_data_roots, job.task)
-            ws = wsmod.prepare(self.root, f"{job.run_id}.{job.node_id}", job.code, uid, self.jailed, public)
+            # the pid too: another executor on this host running a redelivered node gets its own folder
+            ws = wsmod.prepare(self.root, f"{job.run_id}.{job.node_id}.{os.getpid()}", job.code, uid, self.jailed,
+                               public)
             t_stage = time.monotonic() - t0 - t_pending
             out = await self._execute_and_collect(job, ws, slot, device, public)
             out.timings.pending, out.timings.stage = t_pending, t_stage
@@ -206,7 +208,7 @@ class LocalBackend:
         exec_time = time.monotonic() - t0
         await asyncio.wait([reader], timeout=5)
         setup_err = (await err_task).decode("utf-8", "replace")
-        out = self._classify(run, setup_err, exec_time)
+        out = self._classify(run, setup_err, _own_time(setup_err, exec_time))
         out.gpu_util = policy.mean_util if device is not None else None
         return out
 
@@ -271,3 +273,15 @@ class LocalBackend:
             if not self.running:
                 break
             await asyncio.sleep(0.1)
+
+
+def _own_time(launcher_err: str, measured: float) -> float:
+    """The node's wall time as its launcher measured it (the executor's own clock also counts any
+    time the executor itself was frozen); `measured` when the launcher could not say."""
+    for line in reversed(launcher_err.splitlines()):
+        if line.startswith(ELAPSED_MARK):
+            try:
+                return min(measured, float(line[len(ELAPSED_MARK):]))
+            except ValueError:
+                break
+    return measured

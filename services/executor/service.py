@@ -1,6 +1,8 @@
 """The executor service: `node.sampled` in, the script run in a sandbox, `node.executed` out.
 
-Per node: skip it if its `node.executed` already exists (a redelivery after a crash), read the
+Per node: skip it if its `node.executed` already exists (a redelivery after a crash), wait for it
+instead if this executor is still running it (a redelivery after the executor was frozen past its
+ack wait: running it again would share its workspace and record two outcomes), read the
 run's RunSpec (cached) for `resource_gate`, judge the PEP 723 declaration, run the script on the
 backend, store the submission in `tg-submissions` at `<run>/<node>/submission.csv`, then publish
 the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
@@ -61,6 +63,7 @@ class ExecutorService(Service):
         self.backend = backend
         self._specs: dict[str, RunSpec] = {}
         self._handling: set[asyncio.Task] = set()
+        self._executing: dict[tuple[str, str], asyncio.Future] = {}  # (run, node) -> its one execution
 
     def handlers(self):
         return {"node.sampled": self.on_node_sampled}
@@ -102,6 +105,24 @@ class ExecutorService(Service):
         if self.cfg.skip_executed and await self.bus.last_event(run_id, "node.executed", ns.node_id):
             log.info("node %s already executed; not running it again", ns.node_id)
             return
+        key = (run_id, ns.node_id)
+        if key in self._executing:
+            await self._join(run_id, ns.node_id, self._executing[key])
+            return
+        self._executing[key] = asyncio.get_running_loop().create_future()
+        try:
+            await self._run_node(event, ns, run_id)
+        finally:
+            self._executing.pop(key).set_result(None)
+
+    async def _join(self, run_id: str, node_id: str, running: asyncio.Future) -> None:
+        """A redelivery of a node this executor is still running: its outcome is the one recorded."""
+        log.warning("node %s redelivered while it still runs here; waiting for that execution", node_id)
+        await asyncio.shield(running)
+        if not await self.bus.last_event(run_id, "node.executed", node_id):  # it failed on our side: retry
+            raise TransientError(f"the running execution of {node_id} recorded no outcome", delay_s=1.0)
+
+    async def _run_node(self, event: pb.Event, ns: pb.NodeSampled, run_id: str) -> None:
         gate = (await self.run_spec(run_id)).resource_gate
         decl = parse_declaration(ns.code, self.cfg.gate) if gate else Declaration()
         out = await self.execute(run_id, ns, decl)
