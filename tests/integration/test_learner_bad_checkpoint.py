@@ -1,0 +1,120 @@
+"""A damaged checkpoint on disk, found by a restarted learner process (real processes, real files):
+the damaged newest one is reported and skipped, training continues from the one before it with
+every group trained exactly once; with no good checkpoint left the learner stops at once with a
+permanent exit and the reason, instead of failing the same way at every restart. A learner whose
+step goes non-finite stops with the reason and publishes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from services.learner import _checkpoint as ckpt
+from services.learner._model import save_tiny
+from services.learner.testing import learner_steps, run_spec, scored_group, start_run
+from treegrpo.service import EXIT_PERMANENT
+
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, run_id: str, **over) -> subprocess.Popen:
+    sets = {"model": str(model), "checkpoint_dir": str(tmp / "ckpt"), "nats.url": nats_url, "groups_per_step": 1,
+            "checkpoint_every": 1, "keep_checkpoints": 2, "torch_threads": 1, "lr": 1e-3, "ack_wait_s": 4.0,
+            "telemetry.enabled": "false", "run_id": run_id, **over}
+    args = [sys.executable, "-m", "treegrpo.cli", "serve", "learner"]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}" if not isinstance(v, str) or v == "false" else f'{k}="{v}"']
+    env = {**os.environ, "TREEGRPO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT)
+
+
+async def trained(bus, run_id: str, n: int, timeout: float) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = await learner_steps(bus, run_id)
+        if sum(len(s.sibling_groups) for s in steps) >= n:
+            return steps
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out with {len(steps)} steps")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(60)
+
+
+def overwrite_values(f: Path) -> None:
+    """Keep the safetensors header, overwrite every weight byte: the size stays, values go NaN."""
+    data = bytearray(f.read_bytes())
+    header = 8 + struct.unpack("<Q", data[:8])[0]
+    data[header:] = b"\xff" * (len(data) - header)
+    f.write_bytes(bytes(data))
+
+
+async def test_damaged_newest_checkpoint_falls_back_and_none_good_stops_for_good(bus, nats_server, tmp_path):
+    model = save_tiny(tmp_path / "model")
+    await start_run(bus, run_spec("ck1", ["t"], expansions=6, group_size=3, max_staleness=50))
+    groups = [await scored_group(bus, "ck1", "t", 1, step, [1.0, 0.0, 0.5]) for step in range(3)]
+    first = spawn(nats_server.url, model, tmp_path, "first.log", "ck1")
+    try:
+        await trained(bus, "ck1", 3, 150)
+    finally:
+        stop(first)
+    newest = ckpt.latest(tmp_path / "ckpt")
+    assert newest.name == "step_000003"
+    overwrite_values(newest / "adapter" / "adapter_model.safetensors")
+    groups += [await scored_group(bus, "ck1", "t", 1, step, [1.0, 0.0, 0.5]) for step in range(3, 6)]
+    second = spawn(nats_server.url, model, tmp_path, "second.log", "ck1")
+    try:
+        steps = await trained(bus, "ck1", 6, 150)
+        await asyncio.sleep(2.0)  # anything trained twice would show up now
+        steps = await learner_steps(bus, "ck1")
+    finally:
+        stop(second)
+    log = (tmp_path / "second.log").read_text()
+    assert "damaged checkpoint skipped: step_000003" in log, log[-3000:]
+    assert sorted(g for s in steps for g in s.sibling_groups) == sorted(groups)  # each exactly once
+    assert [s.step for s in steps] == list(range(1, 7))
+
+    for path in (tmp_path / "ckpt").glob("step_*"):  # every checkpoint left is damaged now
+        f = path / "adapter" / "adapter_model.safetensors"
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    started = time.monotonic()
+    third = spawn(nats_server.url, model, tmp_path, "third.log", "ck1")
+    try:
+        code = third.wait(120)
+    finally:
+        if third.poll() is None:
+            third.kill()
+    log = (tmp_path / "third.log").read_text()
+    assert code == EXIT_PERMANENT, log[-3000:]
+    assert "no checkpoint under" in log and "verifies" in log
+    assert time.monotonic() - started < 120
+
+
+async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, nats_server, tmp_path):
+    model = save_tiny(tmp_path / "model")
+    await start_run(bus, run_spec("nf1", ["t"], expansions=2, group_size=3, max_staleness=50))
+    for step in range(2):
+        await scored_group(bus, "nf1", "t", 1, step, [1.0, 0.0, 0.5])
+    # an absurd learning rate: step 1 leaves huge (finite) weights, step 2's forward overflows
+    proc = spawn(nats_server.url, model, tmp_path, "nf.log", "nf1", lr=1e36, grad_clip=0)
+    try:
+        code = proc.wait(150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "nf.log").read_text()
+    assert code == EXIT_PERMANENT, log[-3000:]
+    assert "non-finite" in log and "nothing saved or published" in log
+    published = [e.policy_published.version async for _s, e in bus.replay("nf1", kinds=["policy.published"])]
+    assert [s.step for s in await learner_steps(bus, "nf1")] == published == [1]
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("step_*")) == ["step_000001"]
