@@ -33,13 +33,16 @@ def tiny(tmp_path_factory):
                        tokenizer_bytes=1 << 20)
 
 
-def adapter_tar(model_dir, tmp_path, seed: int) -> bytes:
+def adapter_tar(model_dir, tmp_path, seed: int, poison: bool = False) -> bytes:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    if poison:  # what a learner that trained to `loss nan` would save
+        with torch.no_grad():
+            next(p for n, p in peft.named_parameters() if "lora_B" in n).view(-1)[:3] = float("nan")
     out = tmp_path / f"adapter{seed}"
     peft.save_pretrained(out)
     buf = io.BytesIO()
@@ -142,3 +145,19 @@ async def _push_raw(address: str, version: int, data: bytes, sha: str, total: in
 
     async with grpc.aio.insecure_channel(address) as channel:
         return await wgrpc.WeightSyncStub(channel).PushAdapter(chunks(), timeout=30)
+
+
+async def test_an_adapter_with_non_finite_values_is_refused_and_the_last_good_one_keeps_serving(
+        bus, tiny, tmp_path, receiver):
+    good = adapter_tar(tiny, tmp_path, 1)
+    await announce(bus, 1, good)
+    assert (await push_adapter(receiver.address, RUN, 1, good)).accepted
+    nan = adapter_tar(tiny, tmp_path, 2, poison=True)
+    await announce(bus, 2, nan)  # announced with its true sha256: only its values give it away
+    pushed = await push_adapter(receiver.address, RUN, 2, nan)
+    assert not pushed.accepted and "3 non-finite values" in pushed.reason
+    pulled = await receiver.loader.pull(RUN, await announce(bus, 2, nan))
+    assert not pulled.accepted and "non-finite" in pulled.reason
+    backend = receiver.loader.backend
+    assert backend.version == 1 and await bus.last_event(RUN, "policy.loaded", ("2", "s1")) is None
+    assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids

@@ -72,3 +72,50 @@ def test_the_progress_line_shows_each_service_heartbeat_state(tmp_path):
         assert sup.state(proc) == "exited"
     finally:
         sup.stop_all(5)
+
+
+FAILED_SETUP = """
+import os, sys
+from treegrpo.health import Heartbeat, write_heartbeat
+write_heartbeat(__import__("pathlib").Path(sys.argv[1]), Heartbeat(
+    service="svc", instance="i", pid=os.getpid(), written_at=0, state="failed", nats_connected=False,
+    consumer_loop_at=0, inflight=0, processed=0, dead_lettered=0,
+    failure="setup failed: FileNotFoundError: no model at /x: build one with treegrpo model init"))
+sys.exit(78)
+"""
+
+
+def test_a_permanent_exit_is_not_restarted_and_its_reason_is_kept(tmp_path):
+    sup = Supervisor(tmp_path, max_restarts=50)
+    health = tmp_path / "health" / "svc.json"
+    sup.procs["svc"] = proc = Proc("svc", [sys.executable, "-c", FAILED_SETUP, str(health)],
+                                   tmp_path / "logs" / "svc.log", {"PYTHONPATH": str(ROOT)}, health)
+    sup.start_all()
+    try:
+        proc.proc.wait(30)
+        notes = sup.check()
+        assert proc.restarts == 0 and not proc.alive and sup.gave_up == ["svc"]
+        assert "no model at /x" in sup.failures["svc"] and any("failed permanently" in n for n in notes)
+        assert sup.check() == []  # and it stays down
+    finally:
+        sup.stop_all(5)
+
+
+def test_a_service_piling_up_errors_is_shown_once_per_batch(tmp_path):
+    health = tmp_path / "health" / "svc.json"
+    code = BEAT.replace("processed=0, dead_lettered=0", "processed=0, dead_lettered=0, errors=4, "
+                        "last_error='TransientError: bus down'")
+    sup = Supervisor(tmp_path)
+    sup.procs["svc"] = Proc("svc", [sys.executable, "-c", code, str(health), "0"], tmp_path / "logs" / "svc.log",
+                            {"PYTHONPATH": str(ROOT)}, health)
+    sup.start_all()
+    try:
+        deadline = time.monotonic() + 20
+        notes = []
+        while not notes and time.monotonic() < deadline:
+            time.sleep(0.1)
+            notes = sup.error_notes()
+        assert notes == ["svc: 4 errors so far, the last: TransientError: bus down"]
+        assert sup.error_notes() == []
+    finally:
+        sup.stop_all(5)

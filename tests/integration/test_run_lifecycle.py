@@ -1,0 +1,83 @@
+"""Runs on one NATS stay apart: unique run ids, a start that cannot be joined, every attempt's end
+on the log, and services that never pick up a run whose latest attempt ended (real nats-server,
+a real sampler on a tiny model)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.sampler.service import SamplerService
+from tests.integration.test_sampler_service import config, public, stop, tiny  # noqa: F401 (fixtures)
+from treegrpo import events
+from treegrpo.config import ConfigError, RunSpec
+from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_run_ids_started_in_the_same_second_differ():
+    ids = {new_run_id() for _ in range(200)}
+    assert len(ids) == 200 and all(events.check_token(i, "run id") for i in ids)
+    assert len({i.rsplit("_", 1)[0] for i in ids}) <= 2  # the same second (or two), still 200 ids
+
+
+async def test_an_existing_run_id_is_refused_not_joined(bus):
+    await claim_run(bus, RunSpec(run_id="dup", tasks=["spooky-mini"], rounds=1))
+    with pytest.raises(ConfigError, match="already exists"):
+        await claim_run(bus, RunSpec(run_id="dup", tasks=["cactus-mini"], rounds=5))
+    started = [e async for _s, e in bus.replay("dup", kinds=["run.started"])]
+    assert len(started) == 1 and list(started[0].run_started.tasks) == ["spooky-mini"]
+
+
+async def test_each_attempt_ends_on_the_log_and_a_resume_reopens_the_run(bus):
+    await claim_run(bus, RunSpec(run_id="life", tasks=["spooky-mini"], rounds=1))
+    assert (await bus.run_ends("life")).open
+    await end_run(bus, "life", 1, "stopped", "interrupted")
+    ends = await bus.run_ends("life")
+    assert not ends.open and ends.ended == 1
+    assert await reopen_run(bus, "life") == 2
+    assert (await bus.run_ends("life")).open
+    assert await reopen_run(bus, "life") == 2  # still open: no second resume fact
+    await end_run(bus, "life", 2, "completed", "every round complete")
+    ends = await bus.run_ends("life")
+    assert ends.completed and not ends.open
+    kinds = [(events.kind_of(e), getattr(events.body_of(e), "outcome", "")) async for _s, e in bus.replay("life")]
+    assert kinds == [("run.started", ""), ("run.ended", "stopped"), ("run.resumed", ""),
+                     ("run.completed", "completed"), ("run.ended", "completed")]
+
+
+async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+    for run in ("ended", "open"):
+        await claim_run(bus, RunSpec(run_id=run, tasks=["spooky-mini"], rounds=1))
+    await end_run(bus, "ended", 1, "stopped", "interrupted")
+    svc = SamplerService(config(tiny, public, nats_server, tmp_path), "s1")
+    await svc.setup()
+    task = asyncio.create_task(svc.run())
+    try:
+        assert "open" in svc.runs and "ended" not in svc.runs
+        await asyncio.sleep(3.0)
+        assert [e async for _s, e in bus.replay("ended", kinds=["node.sampled"])] == []
+        await reopen_run(bus, "ended")  # `treegrpo run --resume ended`
+        deadline = asyncio.get_running_loop().time() + 60
+        while not [e async for _s, e in bus.replay("ended", kinds=["node.sampled"])]:
+            assert asyncio.get_running_loop().time() < deadline, "the resumed run was not sampled"
+            await asyncio.sleep(0.5)
+    finally:
+        await stop(svc, task)
+
+
+async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+    svc = SamplerService(config(tiny, public, nats_server, tmp_path, run_id="mine"), "s1")
+    await svc.setup()
+    task = asyncio.create_task(svc.run())
+    try:
+        while svc.consumer.loop_at == 0:  # bound on its first turn
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        info = await bus.js.consumer_info("TREEGRPO", "sampler-mine")
+        assert sorted(info.config.filter_subjects) == sorted(
+            f"tg.mine.{k}" + ("" if k in ("run.started", "run.completed") else ".>") for k in svc.handlers())
+    finally:
+        await stop(svc, task)
