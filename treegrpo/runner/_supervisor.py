@@ -148,9 +148,9 @@ class Supervisor:
 
     def _stuck(self, p: Proc) -> str:
         """Why this live service counts as stuck ('' if it does not): its own heartbeat is older
-        than `stuck_after_s`. One that says `stopped` is exiting, not stuck."""
+        than `stuck_after_s`. One that says `stopped` or `failed` is exiting, not stuck."""
         beat = self._own_beat(p) if self.stuck_after_s else None
-        if beat is None or beat.state == "stopped":
+        if beat is None or beat.state in ("stopped", "failed"):
             return ""
         return "; ".join(problems(beat, self.stuck_after_s))
 
