@@ -14,7 +14,7 @@ from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(150)
 
 
 def test_run_ids_started_in_the_same_second_differ():
@@ -79,5 +79,41 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
         info = await bus.js.consumer_info("TREEGRPO", "sampler-mine")
         assert sorted(info.config.filter_subjects) == sorted(
             f"tg.mine.{k}" + ("" if k in ("run.started", "run.completed") else ".>") for k in svc.handlers())
+    finally:
+        await stop(svc, task)
+
+
+async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(bus, nats_server, tmp_path,
+                                                                                 monkeypatch):
+    from services.learner._model import save_tiny
+    from services.learner.config import LearnerConfig
+    from services.learner.service import LearnerService
+    from services.learner.testing import learner_steps, run_spec, scored_group, start_run
+
+    monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path / "home"))  # checkpoints per run under it
+    model = save_tiny(tmp_path / "model")
+    for run in ("la", "lb"):
+        await start_run(bus, run_spec(run, ["t"], expansions=2, group_size=3, max_staleness=50))
+    svc = LearnerService(LearnerConfig(model=str(model), groups_per_step=1, torch_threads=1, lr=1e-3,
+                                       nats={"url": nats_server.url}, telemetry={"enabled": False}))
+    await svc.setup()
+    task = asyncio.create_task(svc.run())
+
+    async def steps_of(run: str, n: int, timeout: float) -> list:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(steps := await learner_steps(bus, run)) < n:
+            assert asyncio.get_running_loop().time() < deadline, f"{run}: {len(steps)} steps"
+            await asyncio.sleep(0.2)
+        return steps
+
+    try:
+        await scored_group(bus, "la", "t", 1, 0, [1.0, 0.0, 0.5])
+        await steps_of("la", 1, 60)
+        await scored_group(bus, "lb", "t", 1, 0, [1.0, 0.0, 0.5])
+        await asyncio.sleep(2.0)
+        assert await learner_steps(bus, "lb") == []  # one run at a time: lb waits while la is open
+        await end_run(bus, "la", 1, "completed", "every round complete")
+        (step,) = await steps_of("lb", 1, 75)
+        assert step.policy_version == 1  # a fresh policy for lb, not la's v1 continued
     finally:
         await stop(svc, task)
