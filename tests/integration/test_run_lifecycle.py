@@ -83,6 +83,7 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
         await stop(svc, task)
 
 
+@pytest.mark.slow  # ~35 s: the waiting run's group comes back after the learner's 30 s "busy" delay
 async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(bus, nats_server, tmp_path,
                                                                                  monkeypatch):
     from services.learner._model import save_tiny
