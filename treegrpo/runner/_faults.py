@@ -16,8 +16,8 @@ from treegrpo.bus import Bus
 
 
 class FaultWatch:
-    def __init__(self, bus: Bus, folders: dict[str, Path], min_free_mb: float):
-        self.bus, self.folders, self.min_free_mb = bus, folders, min_free_mb
+    def __init__(self, bus: Bus, folders: dict[str, Path], min_free_mb: float, url: str = ""):
+        self.bus, self.folders, self.min_free_mb, self.url = bus, folders, min_free_mb, url
         self.active: dict[str, str] = {}  # fault key -> its line, while it lasts
 
     def check(self) -> list[str]:
@@ -49,7 +49,7 @@ class FaultWatch:
     def _nats(self) -> str:
         if self.bus.nc.is_connected:
             return ""
-        return f"NATS at {self.bus.nc.connected_url or 'its URL'} is unreachable; services wait and retry"
+        return f"NATS {self.url or 'server'} is unreachable; the services wait and retry"
 
     @property
     def lines(self) -> list[str]:

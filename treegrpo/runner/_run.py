@@ -159,7 +159,7 @@ async def _execute(rf: RunFile, resume: str, console: Console, home: Path, nats:
         if not rf.runner.attach:
             sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
     progress = Progress(spec.tasks, spec.rounds, spec.train)
-    faults = FaultWatch(bus, _watched_folders(home, nats), rf.runner.min_free_mb)
+    faults = FaultWatch(bus, _watched_folders(home, nats), rf.runner.min_free_mb, nats.url)
     stop = asyncio.Event()
     outcome, reason = "failed", "the runner stopped unexpectedly"
     watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
