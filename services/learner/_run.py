@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +34,6 @@ class RunLearner:
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
-        self.record: dict = {}
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(bus, producer, cfg.sampler_endpoints, cfg.expect_loaded, cfg.push_timeout_s,
@@ -89,7 +87,6 @@ class RunLearner:
     def _adopt(self, state: ckpt.LearnerState) -> None:
         self.state = state
         self.trained = set(state.trained)
-        self.record = getattr(state, "record", {}) or {}
 
     async def _adopt_published(self, pub: pb.PolicyPublished) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -246,6 +243,3 @@ class RunLearner:
             if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
                 old.unlink(missing_ok=True)
         return published
-
-    def close(self) -> None:
-        shutil.rmtree(self.ckpt_dir / "outbox", ignore_errors=True)
