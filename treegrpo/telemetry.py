@@ -37,6 +37,8 @@ from treegrpo.config import TelemetrySettings
 _provider: TracerProvider | None = None
 _memory: InMemorySpanExporter | None = None
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}  # OTLP/JSON writes these bytes as hex
+# a proxy until setup_tracing installs the provider, then that provider's (get_tracer per event is slow)
+_BUS_TRACER = trace.get_tracer("treegrpo.bus")
 
 
 class OtlpJsonFileExporter(SpanExporter):
@@ -163,18 +165,18 @@ def event_trace_headers(event_id: str, kind: str, subject: str) -> dict[str, str
     span `publish <kind>` of this process's tracer (recorded, so the trace files hold its root);
     where this process records no spans (tracing off, a CLI), a root context derived from the
     event id, flagged sampled so the consumers' spans under it are kept."""
-    headers = inject_headers({})
-    if "traceparent" in headers:
-        return headers
-    attributes = {"treegrpo.event_id": event_id, "messaging.system": "nats",
-                  "messaging.destination.name": subject}
-    with trace.get_tracer("treegrpo.bus").start_as_current_span(f"publish {kind}", kind=SpanKind.PRODUCER,
-                                                                 attributes=attributes):
-        inject_headers(headers)
-    if "traceparent" not in headers:
-        digest = hashlib.sha256(event_id.encode()).hexdigest()
-        headers["traceparent"] = f"00-{digest[:32]}-{digest[32:48]}-01"
-    return headers
+    if trace.get_current_span().get_span_context().is_valid:
+        headers = inject_headers({})
+        if "traceparent" in headers:
+            return headers
+    span = _BUS_TRACER.start_span(f"publish {kind}", kind=SpanKind.PRODUCER, attributes={
+        "treegrpo.event_id": event_id, "messaging.system": "nats", "messaging.destination.name": subject})
+    ctx = span.get_span_context()
+    span.end()
+    if ctx.is_valid:  # a fresh root has no tracestate: the traceparent is all there is to carry
+        return {"traceparent": f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"}
+    digest = hashlib.sha256(event_id.encode()).hexdigest()
+    return {"traceparent": f"00-{digest[:32]}-{digest[32:48]}-01"}
 
 
 def context_from_headers(headers: Mapping[str, str] | None):
