@@ -38,7 +38,6 @@ KINDS: dict[str, str] = {
     "run_ended": "run.ended",
     "run_resumed": "run.resumed",
 }
-FIELDS: dict[str, str] = {v: k for k, v in KINDS.items()}
 _BODY_TYPES = {name: pb.Event.DESCRIPTOR.fields_by_name[name].message_type.name for name in KINDS}
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +36,6 @@ class RunLearner:
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
-        self.record: dict = {}
         self.restore_notes: list[str] = []  # damaged checkpoints skipped on open (the service reports them)
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
@@ -97,7 +95,6 @@ class RunLearner:
     def _adopt(self, state: ckpt.LearnerState) -> None:
         self.state = state
         self.trained = set(state.trained)
-        self.record = getattr(state, "record", {}) or {}
 
     async def _adopt_published(self, pub: pb.PolicyPublished) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -265,6 +262,3 @@ class RunLearner:
             if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
                 old.unlink(missing_ok=True)
         return published
-
-    def close(self) -> None:
-        shutil.rmtree(self.ckpt_dir / "outbox", ignore_errors=True)
