@@ -118,3 +118,15 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
         assert step.policy_version == 1  # a fresh policy for lb, not la's v1 continued
     finally:
         await stop(svc, task)
+
+
+async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+    await claim_run(bus, RunSpec(run_id="notask", tasks=["no-such-task"], rounds=1))
+    svc = SamplerService(config(tiny, public, nats_server, tmp_path, run_id="notask"), "s1")
+    await svc.setup()
+    task = asyncio.create_task(svc.run())
+    try:
+        await asyncio.wait_for(task, 60)  # it stops itself: a retry cannot bring the task
+        assert "no-such-task" in svc.failure
+    finally:
+        await svc.close()
