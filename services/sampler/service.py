@@ -56,7 +56,7 @@ class SamplerService(Service):
         self._pump_task: asyncio.Task | None = None
         self._foreign_warned: set[str] = set()
         self._retry_at: dict[str, float] = {}  # group id -> monotonic time before which a failed group waits
-        self._turn = 0  # which run the pump serves first: rotated, so no run starves the others
+        self._served_at: dict[str, float] = {}  # run -> when the pump last started a group of it
         self.groups_sampled = 0
 
     @property
@@ -213,21 +213,22 @@ class SamplerService(Service):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
             self._wake.clear()
-            runs = [s for s in self.runs.values() if not s.completed]
-            if runs:
-                self._turn = (self._turn + 1) % len(runs)
+            # runs take turns: the one served longest ago first, each with its share of the slots
+            runs = sorted((s for s in self.runs.values() if not s.completed),
+                          key=lambda s: self._served_at.get(s.run_id, 0.0))
             share = max(1, self.config.max_concurrent_groups // max(1, len(runs)))
-            for state in runs[self._turn:] + runs[:self._turn]:
-                self._launch(state, share)
+            for state in runs:
+                if self._launch(state, share):
+                    self._served_at[state.run_id] = time.monotonic()
 
-    def _launch(self, state: RunState, share: int) -> None:
-        """Start up to `share` of the free slots' groups for this run (runs take turns)."""
+    def _launch(self, state: RunState, share: int) -> int:
+        """Start up to `share` of the free slots' groups for this run; how many started."""
         free = min(share, self.config.max_concurrent_groups - len(self._busy))
         if free <= 0:
-            return
+            return 0
         version = self._version_for(state)
         if version is None:
-            return
+            return 0
         now = time.monotonic()
         waiting = {gid for gid, at in self._retry_at.items() if at > now}
         todo = next_expansions(state.run_id, state.spec, state.rounds, version, set(self._busy) | waiting)
@@ -235,6 +236,7 @@ class SamplerService(Service):
             task = asyncio.create_task(self._sample(state, exp))
             self._busy[exp.group_id] = task
             task.add_done_callback(lambda t, gid=exp.group_id: self._done(gid, t))
+        return len(todo[:free])
 
     def _version_for(self, state: RunState) -> int | None:
         """The version this run may be sampled with; None while another run's adapter is loaded."""

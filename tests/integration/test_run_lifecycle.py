@@ -130,3 +130,24 @@ async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(bus
         assert "no-such-task" in svc.failure
     finally:
         await svc.close()
+
+
+async def test_a_sampler_serving_every_run_gives_the_runs_turns(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+    for run in ("fa", "fb"):  # two drafts each: without turns the first run would take both slots' worth first
+        await claim_run(bus, RunSpec(run_id=run, tasks=["spooky-mini"], rounds=1,
+                                     tree={"expansions": 2, "group_size": 1, "drafts": 2}))
+    svc = SamplerService(config(tiny, public, nats_server, tmp_path), "s1")
+    await svc.setup()
+    task = asyncio.create_task(svc.run())
+    try:
+        deadline = asyncio.get_running_loop().time() + 90
+        while svc.groups_sampled < 4:
+            assert asyncio.get_running_loop().time() < deadline, svc.groups_sampled
+            await asyncio.sleep(0.2)
+    finally:
+        await stop(svc, task)
+    order = []
+    for run in ("fa", "fb"):
+        order += [(seq, run) async for seq, _e in bus.replay(run, kinds=["node.sampled"])]
+    runs = [run for _seq, run in sorted(order)]
+    assert runs in (["fa", "fb", "fa", "fb"], ["fb", "fa", "fb", "fa"]), runs
