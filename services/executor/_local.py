@@ -275,13 +275,17 @@ class LocalBackend:
             await asyncio.sleep(0.1)
 
 
-def _own_time(launcher_err: str, measured: float) -> float:
-    """The node's wall time as its launcher measured it (the executor's own clock also counts any
-    time the executor itself was frozen); `measured` when the launcher could not say."""
+def _own_time(launcher_err: str, measured: float, held_s: float = 1.0) -> float:
+    """The node's wall time. The executor's clock (`measured`) also counts the launcher's start-up
+    and the reaping, tens of milliseconds, which exec_time has always included (and a timeout or a
+    guard's kill is timed by it); but when it exceeds the launcher's own measure by more than
+    `held_s`, the executor itself was held (frozen past its ack wait, or its loop blocked) while
+    the node ended, and the launcher's figure is the node's time."""
     for line in reversed(launcher_err.splitlines()):
         if line.startswith(ELAPSED_MARK):
             try:
-                return min(measured, float(line[len(ELAPSED_MARK):]))
+                own = float(line[len(ELAPSED_MARK):])
             except ValueError:
                 break
+            return own if measured - own > held_s else measured
     return measured
