@@ -237,7 +237,7 @@ class LocalBackend:
         spec = {"namespaces": self.jailed, "cwd": cwd, "jail_dir": self.cfg.local.jail_dir, "uid": uid, "gid": uid,
                 "rlimits": rl, "cpus": cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
                 "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/run", "64m"), ("/var/run", "64m"),
-                                ("/var/lock", "16m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")],
+                                ("/var/lock", "16m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 512))}m")],
                 "expose": keep, "input_src": str(public) if public else None,
                 "argv": [self.python, "-I", "-u", "script.py"], "env": env,
                 "cgroup_procs": node.cg.procs_files if node.cg else []}

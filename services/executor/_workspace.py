@@ -78,7 +78,7 @@ def make_image(root: Path, size: int, inodes: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     img = root / f"{token()}.img"
     try:
-        with open(img, "xb") as fh:
+        with open(os.open(img, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
             fh.truncate(size)
         subprocess.run(["mkfs.ext4", "-q", "-F", "-N", str(inodes), "-m", "0", "-O", "^has_journal,^resize_inode",
                         "-E", "lazy_itable_init=1,nodiscard", str(img)],
