@@ -22,16 +22,13 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from services.executor import _workspace as wsmod
-from services.executor._cgroup import Cgroups, NodeCgroup
+from services.executor._cgroup import Cgroups
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
 from services.executor._host import (
-    SandboxError,
     cpu_set,
     host_unix_sockets,
     interpreter_trees,
@@ -39,7 +36,8 @@ from services.executor._host import (
     require_traversable,
     tree_rss,
 )
-from services.executor._launch import NOTE, encode_spec
+from services.executor._launch import encode_spec
+from services.executor._node import Node, Run, classify, cleanup, disk_bytes, inodes, result_bytes, stage
 from services.executor._outcome import (
     CRASHED,
     GIB,
@@ -49,47 +47,13 @@ from services.executor._outcome import (
     Job,
     Outcome,
     Timings,
-    exc_type_from_output,
-    signal_name,
     tail,
 )
 from services.executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("_launch.py"))
-SETUP_FAILED = 125
-MEM_SLACK = 48 * 2**20  # the launcher and init, which join the node's memory cgroup before the script
 _PASS_ENV = ("LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
-
-
-class _Run:
-    """Book-keeping of one running node: its process, its output, why it was killed."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, keep_bytes: int, cg: NodeCgroup | None):
-        self.proc = proc
-        self.cg = cg
-        self.buf = bytearray()
-        self.keep = keep_bytes
-        self.total = 0
-        self.killed_for: tuple[str, str | None] | None = None  # (status, exc_type)
-
-    def kill(self, status: str, exc_type: str | None) -> None:
-        if self.killed_for is None:
-            self.killed_for = (status, exc_type)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)  # the launcher SIGKILLs the jail's init
-
-
-@dataclass
-class _Node:
-    """What one node holds on the host while it runs."""
-
-    token: str
-    ws: wsmod.Workspace | None = None  # unjailed: the host folder
-    ws_fd: int | None = None  # unjailed: the folder, opened before the script starts
-    image: Path | None = None  # jailed, disk = "loop"
-    result: object = None  # jailed: the file init copies the submission into
-    cg: NodeCgroup | None = None
 
 
 class LocalBackend:
@@ -107,7 +71,7 @@ class LocalBackend:
             self.slots.put_nowait(k)
         self.gpus = GpuPool(cfg.local.gpu_devices)
         self.reader = reader
-        self.running: dict[str, _Run] = {}
+        self.running: dict[str, Run] = {}
         self.host = socket.gethostname()
         self.python = cfg.local.python or sys.executable
 
@@ -147,66 +111,31 @@ class LocalBackend:
         t0 = time.monotonic()
         slot = await self.slots.get()
         device = None
-        node = _Node(wsmod.token())
+        node = Node(wsmod.token())
         try:
             if job.limits.gpu:
                 device = await self.gpus.acquire()
             t_pending = time.monotonic() - t0
             uid = self.cfg.local.sandbox_uid_base + slot if self.is_root else None
             public = wsmod.public_dir(self.cfg.public_data_roots, job.task)
-            await asyncio.to_thread(self._stage, node, job, uid, public, cpu_set(slot, job.limits.cpu))
+            await asyncio.to_thread(stage, node, job, uid, public, cpu_set(slot, job.limits.cpu), self)
             t_stage = time.monotonic() - t0 - t_pending
             out = await self._execute_and_collect(job, node, uid, slot, device, public)
             out.timings.pending, out.timings.stage = t_pending, t_stage
             out.where = f"local:{self.host}/slot{slot}"
             return out
         finally:
-            await asyncio.to_thread(self._cleanup, node)
+            await asyncio.to_thread(cleanup, node, self.cfg.local.keep_workspaces)
             self.gpus.release(device)
             self.slots.put_nowait(slot)
 
-    def _stage(self, node: _Node, job: Job, uid: int | None, public: Path | None, cpus: list[int]) -> None:
-        lim = job.limits
-        if self.cgroups is not None:
-            try:
-                node.cg = self.cgroups.create(node.token, cpus, int(lim.mem_gib * GIB) + MEM_SLACK, lim.nproc)
-            except OSError as exc:
-                raise SandboxError(f"cannot make the node's cgroup: {exc}") from exc
-        if not self.jailed:
-            node.ws = wsmod.prepare(self.root, job.code, uid, public)
-            node.ws_fd = os.open(node.ws.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            return
-        node.result = tempfile.TemporaryFile(dir=self.root)
-        if self.disk == "loop":
-            node.image = wsmod.make_image(self.root, self._disk_bytes(lim), self._inodes(lim))
-
-    def _cleanup(self, node: _Node) -> None:
-        """Never raises: whatever the script left, the next node of the slot must run."""
-        if node.cg is not None:
-            node.cg.remove()
-        if node.ws_fd is not None:
-            os.close(node.ws_fd)
-        if node.result is not None:
-            node.result.close()
-        keep = self.cfg.local.keep_workspaces
-        for path in (node.ws.path if node.ws else None, node.image):
-            if path is not None and not keep:
-                wsmod.remove(path)
-
-    def _disk_bytes(self, lim) -> int:
-        """FSIZE stops one file at `ephemeral`; the file system is a little larger for its metadata."""
-        return int(lim.ephemeral_gib * GIB * 1.03) + 8 * 2**20
-
-    def _inodes(self, lim) -> int:
-        return max(1024, int(lim.ephemeral_gib * self.cfg.local.inodes_per_gib))
-
-    async def _execute_and_collect(self, job: Job, node: _Node, uid: int | None, slot: int, device: str | None,
+    async def _execute_and_collect(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
                                    public: Path | None) -> Outcome:
         out, notes = await self._execute(job, node, uid, slot, device, public)
         t_ret = time.monotonic()
         if out.status == OK:
             if self.jailed:
-                out.submission = await asyncio.to_thread(_result_bytes, node.result)
+                out.submission = await asyncio.to_thread(result_bytes, node.result)
             else:
                 out.submission = await asyncio.to_thread(wsmod.read_submission, node.ws_fd)
             if out.submission is None:
@@ -217,7 +146,7 @@ class LocalBackend:
         out.timings = Timings(exec=out.exec_time, retrieve=time.monotonic() - t_ret)
         return out
 
-    def _spec(self, job: Job, node: _Node, uid: int | None, slot: int, device: str | None,
+    def _spec(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
               public: Path | None) -> dict:
         lim = job.limits
         threads = str(max(1, int(lim.cpu)))
@@ -242,7 +171,7 @@ class LocalBackend:
                 "argv": [self.python, "-I", "-u", "script.py"], "env": env,
                 "cgroup_procs": node.cg.procs_files if node.cg else []}
         if self.jailed:
-            disk = {"kind": "tmpfs", "bytes": self._disk_bytes(lim), "inodes": self._inodes(lim)}
+            disk = {"kind": "tmpfs", "bytes": disk_bytes(lim), "inodes": inodes(lim, self.cfg.local.inodes_per_gib)}
             if node.image is not None:
                 disk = {"kind": "loop", "image": str(node.image)}
             spec.update(disk=disk, code=job.code.encode("utf-8", "surrogateescape"), mask_sockets=host_unix_sockets(),
@@ -258,7 +187,7 @@ class LocalBackend:
         minor = getattr(self.reader, "minor", None)
         return minor(device) if callable(minor) else int(device)
 
-    async def _execute(self, job: Job, node: _Node, uid: int | None, slot: int, device: str | None,
+    async def _execute(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
                        public: Path | None) -> tuple[Outcome, list[str]]:
         spec = self._spec(job, node, uid, slot, device, public)
         t0 = time.monotonic()
@@ -266,7 +195,7 @@ class LocalBackend:
             sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True,
             pass_fds=(node.result.fileno(),) if node.result is not None else ())
-        run = _Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes), cg=node.cg)
+        run = Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes), cg=node.cg)
         self.running[job.node_id] = run
         proc.stdin.write(encode_spec(spec))
         with contextlib.suppress(ConnectionError):
@@ -294,11 +223,11 @@ class LocalBackend:
         exec_time = time.monotonic() - t0
         await asyncio.wait([reader], timeout=5)
         setup_err = (await err_task).decode("utf-8", "replace")
-        out, notes = self._classify(run, setup_err, exec_time, job)
+        out, notes = classify(run, setup_err, exec_time, job, self.cfg)
         out.gpu_util = policy.mean_util if device is not None else None
         return out, notes
 
-    async def _reap(self, run: _Run, uid: int | None) -> None:
+    async def _reap(self, run: Run, uid: int | None) -> None:
         """Make sure nothing of the node survives: the launcher's group, the jail, the cgroup, and
         (unjailed) every process of the slot's uid, which catches children that called setsid()."""
         with contextlib.suppress(TimeoutError):
@@ -311,7 +240,7 @@ class LocalBackend:
         if not self.jailed and uid is not None:
             await asyncio.to_thread(kill_uid, uid)
 
-    async def _read_output(self, run: _Run) -> None:
+    async def _read_output(self, run: Run) -> None:
         stream = run.proc.stdout
         while chunk := await stream.read(65536):
             run.total += len(chunk)
@@ -321,7 +250,7 @@ class LocalBackend:
             if run.total > self.cfg.caps.output_bytes:
                 run.kill(CRASHED, "OutputLimitExceeded")
 
-    async def _watch_usage(self, run: _Run, node: _Node, job: Job) -> None:
+    async def _watch_usage(self, run: Run, node: Node, job: Job) -> None:
         """Polling, only where the kernel does not enforce: the unjailed workspace's size (jailed,
         the node's file system is the limit) and resident memory without a memory cgroup."""
         disk_cap = job.limits.ephemeral_gib * GIB * 1.02 + 2**20  # block slack: one full file is FSIZE's case
@@ -337,35 +266,6 @@ class LocalBackend:
                 run.kill(CRASHED, "MemoryError")
                 return
 
-    def _classify(self, run: _Run, setup_err: str, exec_time: float, job: Job) -> tuple[Outcome, list[str]]:
-        text = run.buf.decode("utf-8", "replace")
-        term = tail(text, self.cfg.tail_lines, self.cfg.tail_bytes)
-        rc = run.proc.returncode
-        notes = [ln[len(NOTE):] for ln in setup_err.splitlines() if ln.startswith(NOTE)]
-        if run.killed_for == (CRASHED, "ExecutorShutdown"):
-            raise SandboxError("executor shut down while the node ran; it will run again")
-        oom = run.cg is not None and run.cg.oom_kills() > 0
-        if oom:
-            notes.append(f"memory limit reached: the kernel killed a process of the node "
-                         f"(cgroup limit {job.limits.mem_gib:g} GiB, shmem and tmpfs included)")
-        if run.cg is not None and run.cg.pids_max_hits() > 0:
-            notes.append(f"process limit reached: fork/clone failed at {job.limits.nproc} tasks (cgroup pids.max)")
-        disk_full = any(n.startswith("disk full") for n in notes)
-        if run.killed_for is not None:
-            status, exc = run.killed_for
-            return Outcome(status=status, exc_type=exc, exec_time=exec_time, term_tail=term), notes
-        if rc == SETUP_FAILED and "treegrpo sandbox setup failed" in setup_err:
-            raise SandboxError(setup_err.strip()[-500:])
-        if rc == 128 + signal.SIGXCPU:
-            return Outcome(status=TIMEOUT, exec_time=exec_time, term_tail=term), notes
-        if rc != 0:
-            exc = ("MemoryError" if oom and rc == 128 + signal.SIGKILL else None) or exc_type_from_output(text)
-            if disk_full and exc in (None, "OSError"):
-                exc = "DiskQuotaExceeded"
-            exc = exc or signal_name(rc) or "SystemExit"
-            return Outcome(status=CRASHED, exc_type=exc, exec_time=exec_time, term_tail=term), notes
-        return Outcome(status=OK, exec_time=exec_time, term_tail=term), notes
-
     async def close(self) -> None:
         """Kill every running node (their messages are nak'ed and run again elsewhere)."""
         for run in list(self.running.values()):
@@ -376,10 +276,3 @@ class LocalBackend:
             await asyncio.sleep(0.1)
         if self.cgroups is not None:
             self.cgroups.close()
-
-
-def _result_bytes(result) -> bytes | None:
-    """What init copied out: a marker byte (1: a submission follows), then the submission."""
-    result.seek(0)
-    data = result.read(wsmod.MAX_SUBMISSION + 2)
-    return data[1:] if data[:1] == b"\1" else None
