@@ -39,7 +39,10 @@ async def backend(tmp_path):
 # --- 1. submission substitution ---------------------------------------------------------------
 
 async def test_a_symlinked_submission_folder_is_not_followed(backend):
-    code = "import os\nos.rmdir('submission')\nos.symlink('input', 'submission')\n"
+    # the host path of the public data, as /proc/self/mountinfo tells the script (a host file
+    # named submission.csv that the executor, reading as root, must not take for the node's)
+    host = os.path.join(backend.cfg.public_data_roots[0], "t")
+    code = f"import os\nprint(open('/proc/self/mountinfo').read())\nos.rmdir('submission')\nos.symlink({host!r}, 'submission')\n"
     out = await run_code(backend, code)
     assert out.status == "no_submission" and out.submission is None
     code = ("import os\nos.rmdir('submission')\nos.symlink(os.path.abspath('input'), 'submission')\n"
@@ -62,21 +65,18 @@ async def test_links_into_other_trees_never_become_the_submission(backend):
 
 
 async def test_the_launcher_spec_and_workspace_paths_are_not_visible_inside(backend):
-    code = """import glob, os
-seen = open('/proc/1/cmdline', 'rb').read().decode(errors='replace')
+    code = """import glob
+print('argv', open('/proc/1/cmdline', 'rb').read().split(b'\\0')[:-1])
 for p in glob.glob('/sys/block/loop*/loop/backing_file'):
-    seen += open(p).read()
-seen += open('/proc/self/mountinfo').read()
-print(repr(seen))
+    print('image', open(p).read().strip())
 """ + SUB
     out = await run_code(backend, code)
     assert out.status == "ok", out.term_tail
-    root = backend.cfg.local.workspace_root
-    assert "_launch.py" in out.term_tail  # the launcher's argv was read...
-    assert "print(repr(seen))" not in out.term_tail  # ...and holds no spec (the code is in it)
-    # the image's real path is visible through sysfs, but its folder is masked and its name random
-    images = [ln for ln in out.term_tail.split("\\n") if root in ln]
-    assert all("run" not in Path(x).name and "n1" not in Path(x).name for x in images)
+    argv = eval(out.term_tail.split("argv ", 1)[1].split("\n", 1)[0])
+    assert len(argv) == 4 and argv[-1].endswith(b"_launch.py"), argv  # python -I -S _launch.py: no spec
+    # an image's real path shows through sysfs, but its folder is masked and its name is random
+    images = [ln.split()[1] for ln in out.term_tail.splitlines() if ln.startswith("image ")]
+    assert all("r1" not in Path(x).name and "n1" not in Path(x).name for x in images)
     await assert_healthy(backend)
 
 
@@ -87,16 +87,15 @@ async def test_a_sibling_cannot_make_another_nodes_submission_its_own(tmp_path):
     attacker = f"""import glob, os, time
 time.sleep(1)
 root = {b.cfg.local.workspace_root!r}
-cands = glob.glob('/sys/block/loop*/loop/backing_file') + [root]
-for c in cands:
-    path = open(c).read().strip() if c.startswith('/sys') else c
-    for target in (path, os.path.dirname(path)):
-        try:
-            os.rmdir('submission')
-        except OSError:
-            os.unlink('submission')
-        os.symlink(target, 'submission')
-        print('linked', target, os.path.exists('submission/submission.csv'))
+images = [open(p).read().strip() for p in glob.glob('/sys/block/loop*/loop/backing_file')]
+# the sibling's folder from its node id (the old layout), last: the link left in place wins
+for target in [*images, *map(os.path.dirname, images), root, root + '/r1.victim/submission']:
+    try:
+        os.rmdir('submission')
+    except OSError:
+        os.unlink('submission')
+    os.symlink(target, 'submission')
+    print('linked', target, os.path.exists('submission/submission.csv'))
 """
     good, bad = await asyncio.gather(run_code(b, victim, node="victim"), run_code(b, attacker, node="attacker"))
     assert good.status == "ok" and good.submission == victim_token.encode()
