@@ -129,21 +129,23 @@ class Cgroups:
         return "cgroup v2" if self.v2 else "cgroup v1 (" + ", ".join(self.parents) + ")"
 
     @classmethod
-    def detect(cls, root: str = "/sys/fs/cgroup") -> Cgroups | None:
-        """v2 if its controllers can be had, else v1; None (logged) when neither works."""
+    def detect(cls, root: str = "/sys/fs/cgroup", own: dict[str, str] | None = None) -> Cgroups | None:
+        """v2 if its controllers can be had, else v1; None (logged) when neither works.
+        `own`: this process's cgroup paths (default: /proc/self/cgroup)."""
         errors = []
+        own = _own_paths() if own is None else own
         for attempt in (cls._v2, cls._v1):
             try:
-                return attempt(Path(root))
+                return attempt(Path(root), own)
             except (OSError, ValueError, KeyError) as exc:
                 errors.append(f"{attempt.__name__.strip('_')}: {exc}")
         log.warning("no usable cgroups under %s (%s)", root, "; ".join(errors))
         return None
 
     @classmethod
-    def _v2(cls, root: Path) -> Cgroups:
+    def _v2(cls, root: Path, own_paths: dict[str, str]) -> Cgroups:
         mount = root if (root / "cgroup.controllers").exists() else root / "unified"
-        own = mount / _own_paths()[""].lstrip("/")
+        own = mount / own_paths[""].lstrip("/")
         need = {"memory", "cpuset", "pids"}
         if not need <= set(_read(own / "cgroup.controllers").split()):
             raise ValueError(f"{own} offers {_read(own / 'cgroup.controllers').split() or 'no'} controllers")
@@ -158,8 +160,7 @@ class Cgroups:
         return cls({"": own}, v2=True)
 
     @classmethod
-    def _v1(cls, root: Path) -> Cgroups:
-        own = _own_paths()
+    def _v1(cls, root: Path, own: dict[str, str]) -> Cgroups:
         parents = {}
         for c in V1_CONTROLLERS:
             base = root / c / own[c].lstrip("/") / f"treegrpo-{os.getpid()}"

@@ -36,6 +36,7 @@ from services.executor._host import (
     require_traversable,
     tree_rss,
 )
+from services.executor._images import ImagePool
 from services.executor._launch import encode_spec
 from services.executor._node import Node, Run, classify, cleanup, disk_bytes, inodes, result_bytes, stage
 from services.executor._outcome import (
@@ -74,6 +75,7 @@ class LocalBackend:
         self.running: dict[str, Run] = {}
         self.host = socket.gethostname()
         self.python = cfg.local.python or sys.executable
+        self.images = ImagePool(self.root, spares=cfg.max_concurrency)
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -119,6 +121,9 @@ class LocalBackend:
             uid = self.cfg.local.sandbox_uid_base + slot if self.is_root else None
             public = wsmod.public_dir(self.cfg.public_data_roots, job.task)
             await asyncio.to_thread(stage, node, job, uid, public, cpu_set(slot, job.limits.cpu), self)
+            if self.jailed and self.disk == "loop":
+                node.image = await self.images.take(disk_bytes(job.limits),
+                                                    inodes(job.limits, self.cfg.local.inodes_per_gib))
             t_stage = time.monotonic() - t0 - t_pending
             out = await self._execute_and_collect(job, node, uid, slot, device, public)
             out.timings.pending, out.timings.stage = t_pending, t_stage
@@ -126,6 +131,8 @@ class LocalBackend:
             return out
         finally:
             await asyncio.to_thread(cleanup, node, self.cfg.local.keep_workspaces)
+            if node.image is not None and not self.cfg.local.keep_workspaces:
+                self.images.discard(node.image)
             self.gpus.release(device)
             self.slots.put_nowait(slot)
 
@@ -274,5 +281,6 @@ class LocalBackend:
             if not self.running:
                 break
             await asyncio.sleep(0.1)
+        await self.images.close()
         if self.cgroups is not None:
             self.cgroups.close()

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +61,7 @@ class Node:
     token: str
     ws: wsmod.Workspace | None = None  # unjailed: the host folder
     ws_fd: int | None = None  # unjailed: the folder, opened before the script starts
-    image: Path | None = None  # jailed, disk = "loop"
+    image: Path | None = None  # jailed, disk = "loop" (the pool removes it)
     result: object = None  # jailed: the file init copies the submission into
     cg: NodeCgroup | None = None
 
@@ -79,9 +78,7 @@ def stage(node: Node, job: Job, uid: int | None, public: Path | None, cpus: list
         node.ws = wsmod.prepare(backend.root, job.code, uid, public)
         node.ws_fd = os.open(node.ws.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         return
-    node.result = tempfile.TemporaryFile(dir=backend.root)
-    if backend.disk == "loop":
-        node.image = wsmod.make_image(backend.root, disk_bytes(lim), inodes(lim, backend.cfg.local.inodes_per_gib))
+    node.result = open(os.memfd_create("tg-result", os.MFD_CLOEXEC), "w+b")  # RAM: no disk to free after
 
 
 def cleanup(node: Node, keep: bool) -> None:
@@ -92,9 +89,8 @@ def cleanup(node: Node, keep: bool) -> None:
         os.close(node.ws_fd)
     if node.result is not None:
         node.result.close()
-    for path in (node.ws.path if node.ws else None, node.image):
-        if path is not None and not keep:
-            wsmod.remove(path)
+    if node.ws is not None and not keep:
+        wsmod.remove(node.ws.path)
 
 
 def disk_bytes(lim: Limits) -> int:
