@@ -63,6 +63,7 @@ class NodeCgroup:
 
     dirs: dict[str, Path]  # controller ('' for v2) -> group folder
     v2: bool
+    mem_bytes: int = 0
 
     @property
     def procs_files(self) -> list[str]:
@@ -175,7 +176,7 @@ class Cgroups:
     def create(self, token: str, cpus: list[int], mem_bytes: int, pids: int) -> NodeCgroup:
         """The node's groups with their limits set; OSError if the kernel refuses one."""
         name = f"tg-{token}" if self.v2 else token
-        node = NodeCgroup({c: p / name for c, p in self.parents.items()}, self.v2)
+        node = NodeCgroup({c: p / name for c, p in self.parents.items()}, self.v2, mem_bytes)
         try:
             for d in node.dirs.values():
                 d.mkdir()

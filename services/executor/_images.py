@@ -54,10 +54,14 @@ class ImagePool:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def close(self) -> None:
-        """Wait for the background work, then remove the spares."""
+    async def settle(self) -> None:
+        """Wait for the background work in flight."""
         with contextlib.suppress(Exception):
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Wait for the background work, then remove the spares."""
+        await self.settle()
         for imgs in self.spares.values():
             for img in imgs:
                 await asyncio.to_thread(wsmod.remove, img)

@@ -88,7 +88,7 @@ def _mount_disk(disk: dict, target: str) -> None:
                 os.close(fd)
                 continue
             try:
-                mount(dev, target, "ext4", flags, "errors=remount-ro")
+                mount(dev, target, "ext4", flags, "errors=remount-ro,noinit_itable")  # no zeroing thread: a fresh sparse image reads as zeros
             finally:
                 os.close(fd)  # the mount holds the device now; autoclear frees it at umount
             return

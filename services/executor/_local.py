@@ -90,8 +90,8 @@ class LocalBackend:
             log.warning("local sandbox WITHOUT cgroups: memory is bounded only by RLIMIT_AS and an RSS poll "
                         "(shmem, memfd and tmpfs pages are not counted), sched_setaffinity can widen a node's "
                         "CPU set, and processes are bounded only by the per-uid RLIMIT_NPROC")
-        if self.jailed and self.disk == "loop" and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control")):
-            log.warning("no mkfs.ext4 or /dev/loop-control: node disks are tmpfs, counted against node memory")
+        if self.jailed and self.disk != "tmpfs" and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control")):
+            log.warning("no mkfs.ext4 or /dev/loop-control: every node's disk is a tmpfs, in RAM")
             self.disk = "tmpfs"
         if not self.jailed:
             log.warning("local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
@@ -120,8 +120,9 @@ class LocalBackend:
             t_pending = time.monotonic() - t0
             uid = self.cfg.local.sandbox_uid_base + slot if self.is_root else None
             public = wsmod.public_dir(self.cfg.public_data_roots, job.task)
+            node.disk = self._disk_kind(job.limits)
             await asyncio.to_thread(stage, node, job, uid, public, cpu_set(slot, job.limits.cpu), self)
-            if self.jailed and self.disk == "loop":
+            if node.disk == "loop":
                 node.image = await self.images.take(disk_bytes(job.limits),
                                                     inodes(job.limits, self.cfg.local.inodes_per_gib))
             t_stage = time.monotonic() - t0 - t_pending
@@ -152,6 +153,13 @@ class LocalBackend:
                                  self.cfg.tail_lines, self.cfg.tail_bytes)
         out.timings = Timings(exec=out.exec_time, retrieve=time.monotonic() - t_ret)
         return out
+
+    def _disk_kind(self, lim) -> str | None:
+        if not self.jailed:
+            return None
+        if self.disk == "auto":
+            return "tmpfs" if lim.ephemeral_gib <= self.cfg.local.tmpfs_max_gib else "loop"
+        return self.disk
 
     def _spec(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
               public: Path | None) -> dict:

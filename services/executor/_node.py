@@ -61,6 +61,7 @@ class Node:
     token: str
     ws: wsmod.Workspace | None = None  # unjailed: the host folder
     ws_fd: int | None = None  # unjailed: the folder, opened before the script starts
+    disk: str | None = None  # jailed: "tmpfs" or "loop"
     image: Path | None = None  # jailed, disk = "loop" (the pool removes it)
     result: object = None  # jailed: the file init copies the submission into
     cg: NodeCgroup | None = None
@@ -71,7 +72,8 @@ def stage(node: Node, job: Job, uid: int | None, public: Path | None, cpus: list
     lim = job.limits
     if backend.cgroups is not None:
         try:
-            node.cg = backend.cgroups.create(node.token, cpus, int(lim.mem_gib * GIB) + MEM_SLACK, lim.nproc)
+            ram_disk = disk_bytes(lim) if node.disk == "tmpfs" else 0  # its pages are charged to the node
+            node.cg = backend.cgroups.create(node.token, cpus, int(lim.mem_gib * GIB) + ram_disk + MEM_SLACK, lim.nproc)
         except OSError as exc:
             raise SandboxError(f"cannot make the node's cgroup: {exc}") from exc
     if not backend.jailed:
@@ -112,8 +114,9 @@ def classify(run: Run, setup_err: str, exec_time: float, job: Job, cfg: Executor
         raise SandboxError("executor shut down while the node ran; it will run again")
     oom = run.cg is not None and run.cg.oom_kills() > 0
     if oom:
-        notes.append(f"memory limit reached: the kernel killed a process of the node "
-                     f"(cgroup limit {job.limits.mem_gib:g} GiB, shmem and tmpfs included)")
+        notes.append(f"memory limit reached: the kernel killed a process of the node (cgroup limit "
+                     f"{run.cg.mem_bytes / GIB:.2f} GiB: mem {job.limits.mem_gib:g} GiB, a tmpfs disk and "
+                     f"48 MiB for the launcher; shmem, memfd and tmpfs pages included)")
     if run.cg is not None and run.cg.pids_max_hits() > 0:
         notes.append(f"process limit reached: fork/clone failed at {job.limits.nproc} tasks (cgroup pids.max)")
     disk_full = any(n.startswith("disk full") for n in notes)

@@ -29,11 +29,25 @@ async def backend(tmp_path):
     public = tmp_path / "public" / "t"
     public.mkdir(parents=True)
     (public / "submission.csv").write_text(f"id,y\n1,{token}\n")  # a file named like a submission
-    b = await started(make_config(tmp_path, timeout_s=20, max_concurrency=1))
+    b = await started(make_config(tmp_path, timeout_s=20, max_concurrency=1))  # disk "auto": a tmpfs here
     assert b.jailed and b.cgroups is not None
     b.token = token
     yield b
     await b.close()
+
+
+@pytest.fixture
+async def loop_backend(tmp_path):
+    """The same, with the node's disk a loop-mounted ext4 image (large declarations)."""
+    b = await started(make_config(tmp_path, timeout_s=20, max_concurrency=1, local={"disk": "loop"}))
+    assert b.jailed and b.cgroups is not None and b.disk == "loop"
+    yield b
+    await b.close()
+
+
+@pytest.fixture(params=["tmpfs", "loop"])
+def either(request, backend, loop_backend):
+    return backend if request.param == "tmpfs" else loop_backend
 
 
 # --- 1. submission substitution ---------------------------------------------------------------
@@ -175,14 +189,19 @@ async def test_a_host_unix_socket_cannot_be_reached(backend):
 
 # --- 3. memory, shmem included ----------------------------------------------------------------
 
+MEMFD = "fds = [os.memfd_create(f'x{k}') for k in range(3)]\n"  # one memfd stops at RLIMIT_FSIZE (ephemeral)
+
+
+@pytest.mark.parametrize("disk", ["loop", "tmpfs"])
 @pytest.mark.parametrize("route", [
-    "fd = os.memfd_create('x')\nos.posix_fallocate(fd, 0, 3 * 2**30 // 2)\n",
+    MEMFD + "for fd in fds:\n    os.posix_fallocate(fd, 0, 2**30 - 2**20)\n",
+    MEMFD + "for fd in fds:\n    for i in range(1023):\n        os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
     "with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
-    "fd = os.memfd_create('y')\nfor i in range(1536):\n    os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
-])
-async def test_shared_memory_beyond_the_limit_is_killed_by_the_kernel(tmp_path, route):
-    # 4 GiB of disk: RLIMIT_FSIZE (which also bounds a memfd) must not be what stops it
-    b = await started(make_config(tmp_path, max_concurrency=1, caps={"ephemeral_gib": 4}))
+], ids=["memfd-fallocate", "memfd-write", "dev-shm"])
+async def test_shared_memory_beyond_the_limit_is_killed_by_the_kernel(tmp_path, route, disk):
+    # 1 GiB of memory, 1 GiB of disk (a tmpfs disk raises the node's memory limit by its size):
+    # 3 GiB of shmem is over either way
+    b = await started(make_config(tmp_path, max_concurrency=1, caps={"ephemeral_gib": 1}, local={"disk": disk}))
     out = await run_code(b, "import os\n" + route + SUB)
     assert out.status == "crashed", out
     if "/dev/shm" in route:  # the private /dev/shm is half the node's memory: full before the cgroup is
@@ -217,23 +236,23 @@ async def test_sched_setaffinity_cannot_widen_the_cpu_set(backend):
 
 # --- 5. disk: bytes, inodes, trees cleanup must remove ----------------------------------------
 
-async def test_many_directories_stop_at_the_inode_limit(backend):
+async def test_many_directories_stop_at_the_inode_limit(either):
     code = "import os\nfor i in range(30000):\n    os.mkdir(f'd{i}')\n" + SUB
-    out = await run_code(backend, code)
+    out = await run_code(either, code)
     assert (out.status, out.exc_type) == ("crashed", "DiskQuotaExceeded"), out
     assert "inode limit" in out.term_tail
-    await assert_healthy(backend)
+    await assert_healthy(either)
 
 
-async def test_many_files_stop_at_the_byte_limit(backend):
+async def test_many_files_stop_at_the_byte_limit(either):
     code = "b = b'x' * 2**20\nfor i in range(200):\n    open(f'f{i}', 'wb').write(b)\n" + SUB
-    out = await run_code(backend, code)
+    out = await run_code(either, code)
     assert (out.status, out.exc_type) == ("crashed", "DiskQuotaExceeded"), out
     assert "byte limit" in out.term_tail
-    await assert_healthy(backend)
+    await assert_healthy(either)
 
 
-async def test_a_deep_long_named_locked_tree_left_behind_is_removed(backend):
+async def test_a_deep_long_named_locked_tree_left_behind_is_removed(either):
     code = """import os
 for i in range(1500):
     name = ('d%d' % i).ljust(200, 'x')
@@ -245,9 +264,9 @@ print('depth path bytes', len(os.getcwd()) if False else 1500 * 201)
 os.chdir('/mnt/work')
 os.chmod('d0'.ljust(200, 'x'), 0)
 """ + SUB
-    out = await run_code(backend, code)
+    out = await run_code(either, code)
     assert out.status == "ok", out.term_tail
-    await assert_healthy(backend)
+    await assert_healthy(either)
 
 
 async def test_a_thread_bomb_stops_at_the_pids_limit(backend):
