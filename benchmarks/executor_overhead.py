@@ -55,9 +55,9 @@ def p95(xs: list[float]) -> float:
     return sorted(xs)[max(0, int(round(0.95 * len(xs))) - 1)]
 
 
-async def one_repeat(root: Path, samples: int, concurrent: int, progress, task) -> dict:
-    cfg = ExecutorConfig(max_concurrency=concurrent, public_data_roots=[], timeout_s=60,
-                         local={"workspace_root": str(root / "ws"), "hidden_paths": []})
+async def one_repeat(root: Path, samples: int, concurrent: int, progress, task, disk: str | None = None) -> dict:
+    local = {"workspace_root": str(root / "ws"), "hidden_paths": [], **({"disk": disk} if disk else {})}
+    cfg = ExecutorConfig(max_concurrency=concurrent, public_data_roots=[], timeout_s=60, local=local)
     backend = LocalBackend(cfg)
     await backend.start()
     base, sand = [], []
@@ -130,6 +130,7 @@ async def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--concurrent", type=int, default=32)
     ap.add_argument("--base", type=Path, default=None, help="another checkout to measure in the same run")
+    ap.add_argument("--disk", choices=["auto", "loop", "tmpfs"], default=None, help="local.disk of our executor")
     ap.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
@@ -138,11 +139,11 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tg-bench-") as tmp, Progress(disable=args.quiet) as progress:
         task = progress.add_task("executor overhead", total=args.repeats * (args.samples + 1))
         for _ in range(args.repeats):
-            reps.append(await one_repeat(Path(tmp), args.samples, args.concurrent, progress, task))
+            reps.append(await one_repeat(Path(tmp), args.samples, args.concurrent, progress, task, args.disk))
             if args.base:
                 base_reps.append(base_repeat(args.base, args.samples, args.concurrent, Path(tmp)))
     summary = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "jailed": reps[0]["jailed"],
-               "samples": args.samples, "repeats": args.repeats, **summarize(reps)}
+               "samples": args.samples, "repeats": args.repeats, "disk": args.disk or "default", **summarize(reps)}
     if base_reps:
         summary["base"] = summarize(base_reps)
         summary["overhead_vs_base_ms"] = summary["sandbox_median_ms"] - summary["base"]["sandbox_median_ms"]

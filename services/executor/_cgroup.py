@@ -57,6 +57,19 @@ def _own_paths() -> dict[str, str]:
     return own
 
 
+def _sweep(parent: Path, mine: str) -> None:
+    """Remove the groups an executor that died left behind (a busy one stays: rmdir refuses)."""
+    for old in parent.glob("treegrpo-*"):
+        pid = old.name.removeprefix("treegrpo-")
+        if old.name == mine or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue  # ours, or a live executor's
+        for child in [p for p in old.iterdir() if p.is_dir()]:
+            with contextlib.suppress(OSError):
+                os.rmdir(child)
+        with contextlib.suppress(OSError):
+            os.rmdir(old)
+
+
 @dataclass
 class NodeCgroup:
     """The groups of one node (one per v1 controller, or one v2 group)."""
@@ -165,6 +178,7 @@ class Cgroups:
         parents = {}
         for c in V1_CONTROLLERS:
             base = root / c / own[c].lstrip("/") / f"treegrpo-{os.getpid()}"
+            _sweep(base.parent, base.name)
             base.mkdir(exist_ok=True)
             if c == "cpuset":  # v1 cpusets start empty: a child can only take from its parent
                 for f in ("cpuset.cpus", "cpuset.mems"):

@@ -53,7 +53,7 @@ class CapSettings(Section):
 
 class LocalSettings(Section):
     workspace_root: str = Field(default_factory=lambda: str(treegrpo_home() / "executor" / "workspaces"), description="One folder per node is made under here")
-    keep_workspaces: bool = Field(default=False, description="Keep a node's workspace after it ran (debugging)")
+    keep_workspaces: bool = Field(default=False, description="Keep a node's workspace after it ran (debugging): the host folder unjailed, the ext4 image of a loop disk (a tmpfs disk dies with the node)")
     sandbox_uid_base: int = Field(default=61000, ge=1000, description="Slot k runs as uid/gid base+k (when started as root), so nodes cannot read each other")
     namespaces: bool = Field(default=True, description="Use user-less mount/pid/net/ipc/uts namespaces when the kernel allows (root only)")
     hidden_paths: list[str] = Field(default_factory=lambda: [str(treegrpo_home() / "tasks" / "private")], description="Folders masked with an empty tmpfs inside the sandbox (answers); `prepared/private` under each public root is added")
