@@ -184,7 +184,7 @@ class Cgroups:
                 for f in ("cpuset.cpus", "cpuset.mems"):
                     _write(base / f, _read(base.parent / f).strip())
             parents[c] = base
-        cls(parents, v2=False).create("probe", [0], 2**26, 16).remove()
+        cls(parents, v2=False).create(f"probe-{os.urandom(4).hex()}", [0], 2**26, 16).remove()
         return cls(parents, v2=False)
 
     def create(self, token: str, cpus: list[int], mem_bytes: int, pids: int) -> NodeCgroup:

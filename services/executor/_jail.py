@@ -53,8 +53,11 @@ def build(spec: dict) -> int:
         if os.path.isdir(path) and not os.path.islink(path):  # an interpreter living there stays (a CI clone in /tmp)
             inner = [t for t in spec.get("expose", []) if t.startswith(path.rstrip("/") + "/")]
             _cover(path, inner, jail, f"tmp{k}", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
-    if os.path.isdir("/dev/mqueue"):  # this ipc namespace's own queues
-        mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if os.path.isdir("/dev/mqueue"):  # this ipc namespace's own queues (the host's view is stale)
+        try:
+            mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except OSError:  # no POSIX queues in this kernel: nothing to share either
+            pass
     for dev in [*spec.get("mask_devices", []), *spec.get("mask_sockets", [])]:
         if os.path.lexists(dev) and not os.path.islink(dev) and not os.path.isdir(dev):
             mount("/dev/null", dev, None, MS_BIND)
@@ -63,6 +66,12 @@ def build(spec: dict) -> int:
         if os.path.isdir(path):
             mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
     return root_fd
+
+
+def probe(spec: dict) -> None:
+    """What every node needs of the kernel, tried once at start: private mounts and a tmpfs."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", spec["jail_dir"], "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=64,mode=755")
 
 
 def _mount_disk(disk: dict, target: str) -> None:

@@ -86,10 +86,13 @@ def _init(spec: dict, jailed: bool) -> None:
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the script come back to us
     root_fd = None
     try:
-        if jailed and not spec.get("probe"):
+        if jailed:
             import _jail
 
-            root_fd = _jail.build(spec)
+            if spec.get("probe"):
+                _jail.probe(spec)
+            else:
+                root_fd = _jail.build(spec)
         pid = os.fork()
     except OSError as exc:
         os.write(2, f"treegrpo sandbox setup failed: {exc}\n".encode())

@@ -100,7 +100,8 @@ class LocalBackend:
                  self.is_root, self.cgroups.kind if self.cgroups else None, self.disk if self.jailed else "host folder")
 
     async def _probe_namespaces(self) -> bool:
-        spec = {"namespaces": True, "probe": True, "cwd": "/", "argv": ["/bin/true"], "env": {}}
+        spec = {"namespaces": True, "probe": True, "jail_dir": self.cfg.local.jail_dir, "cwd": "/",
+                "argv": ["/bin/true"], "env": {}}
         proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.PIPE)
