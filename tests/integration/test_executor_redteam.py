@@ -193,11 +193,13 @@ MEMFD = "fds = [os.memfd_create(f'x{k}') for k in range(3)]\n"  # one memfd stop
 
 
 @pytest.mark.parametrize("disk", ["loop", "tmpfs"])
-@pytest.mark.parametrize("route", [
-    MEMFD + "for fd in fds:\n    os.posix_fallocate(fd, 0, 2**30 - 2**20)\n",
-    MEMFD + "for fd in fds:\n    for i in range(1023):\n        os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
-    "with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
-], ids=["memfd-fallocate", "memfd-write", "dev-shm"])
+@pytest.mark.parametrize("route", [  # the writing routes fill 1-3 GiB page by page: slow suite
+    pytest.param(MEMFD + "for fd in fds:\n    os.posix_fallocate(fd, 0, 2**30 - 2**20)\n", id="memfd-fallocate"),
+    pytest.param(MEMFD + "for fd in fds:\n    for i in range(1023):\n        os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
+                 id="memfd-write", marks=pytest.mark.slow),
+    pytest.param("with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
+                 id="dev-shm", marks=pytest.mark.slow),
+])
 async def test_shared_memory_beyond_the_limit_is_killed_by_the_kernel(tmp_path, route, disk):
     # 1 GiB of memory, 1 GiB of disk (a tmpfs disk raises the node's memory limit by its size):
     # 3 GiB of shmem is over either way
