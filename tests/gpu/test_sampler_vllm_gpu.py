@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import io
+import os
 import tarfile
 
 import pytest
@@ -34,6 +35,9 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/gpu_vllm.sh)")]
 
 TOKEN = 100
+# vLLM forks its engine process unless CUDA is already initialised here; on the H200 (2026-12-01) the
+# forked engine died with "Cannot re-initialize CUDA in forked subprocess". Spawn always works.
+os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
 
 
 async def publish(bus, run: str, version: int, folder) -> None:
