@@ -214,7 +214,8 @@ async def qwen35_phase(a, rec, work: Path) -> None:
     model = await asyncio.to_thread(M.build_qwen35, work / "q35", a.device)
     adapter = await asyncio.to_thread(M.qwen35_causal_adapter, model, work / "q35-lora", a.device)
     settings = VllmSettings(dtype="bfloat16", max_model_len=1024, gpu_memory_utilization=0.15, max_lora_rank=16,
-                            enforce_eager=True, language_model_only=True, cpu_kvcache_gib=1,
+                            enforce_eager=True, language_model_only=True, cpu_kvcache_gib=1, max_num_seqs=8,
+                            enable_prefix_caching=False,   # fewer mamba-state modes to set up and compile
                             gdn_prefill_backend="triton" if a.device == "cuda" else "")
     backend = VllmBackend(model, settings)
     msgs = [{"role": "user", "content": "Write a training script for tabular data."}]

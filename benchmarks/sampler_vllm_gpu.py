@@ -122,6 +122,9 @@ async def main_async(a) -> None:
     work.mkdir(parents=True, exist_ok=True)
     shape = M.TINY if a.small else M.QWEN3_8B
     rec["machine"] = P.machine()
+    if a.only_qwen35:   # the one phase that needs no 8B model: a short call of its own
+        await rec.phase("qwen35", P.qwen35_phase(a, rec, work))
+        return
     rec["hbm"] = P.hbm_bandwidth(a.device)
     t0 = time.perf_counter()
     model_dir, model = M.build_qwen3(work / "q", shape, a.device, a.dtype)
@@ -163,6 +166,7 @@ def main() -> None:
     ap.add_argument("--b-std", type=float, default=0.004)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.6)
     ap.add_argument("--no-qwen35", dest="qwen35", action="store_false")
+    ap.add_argument("--only-qwen35", action="store_true", help="only the Qwen3.5 key-renaming check")
     a = ap.parse_args()
     a.device, a.dtype = ("cpu", "float32") if a.small else ("cuda", "bfloat16")
     if a.small:
