@@ -79,8 +79,9 @@ def shard(policy: torch.nn.Module, decoder: torch.nn.Module, ranks: Ranks) -> No
     fully_shard(policy, mesh=ranks.mesh)
     for unit in policy.modules():  # both settings are per unit, not inherited
         if isinstance(unit, FSDPModule):
-            unit.set_gradient_divide_factor(1.0)
-            unit.set_force_sum_reduction_for_comms(True)  # gloo has no AVG; NCCL sums as fast
+            unit.set_gradient_divide_factor(1.0)  # NCCL: a pre-multiplied sum by 1
+            if hasattr(unit, "set_force_sum_reduction_for_comms"):  # gloo has no PREMUL_SUM (torch >= 2.8)
+                unit.set_force_sum_reduction_for_comms(True)
 
 
 def full(t: torch.Tensor) -> torch.Tensor:

@@ -95,7 +95,7 @@ class PolicyTrainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters (no adapter attached?)")
-        fused = self.device.type == "cuda"
+        fused = self.device.type == "cuda" and ranks is None  # sharded: the foreach path, DTensor's best-trodden
         self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
                                      weight_decay=cfg.weight_decay, fused=fused)
         self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
