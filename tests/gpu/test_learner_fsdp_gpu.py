@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,11 +11,10 @@ import torch
 from services.learner import _checkpoint as ckpt
 from services.learner._model import load_base, save_tiny, wrap_lora
 from services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from services.learner.config import LoraSettings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600),
               pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")]
-LORA = LoraSettings(r=8, alpha=16)
+LORA = SimpleNamespace(r=8, alpha=16.0, dropout=0.0, target_modules="all-linear")  # no pydantic on the GPU image
 SETTINGS = TrainerSettings(lr=1e-3, micro_batch_tokens=512, device="cuda:0", dtype="bfloat16")
 
 
@@ -37,7 +37,7 @@ def test_two_gpu_step_matches_one_gpu_and_resumes_bit_for_bit(tmp_path):
     torch.manual_seed(0)
     single = PolicyTrainer(wrap_lora(load_base(model_dir, "bfloat16", "cuda:0"), LORA), SETTINGS)
     expected = single.step(batch(24, 1)).metrics
-    spec = RankSpec(model_path=str(model_dir), devices=("cuda:0", "cuda:1"), trainer=SETTINGS, lora=LORA.model_dump())
+    spec = RankSpec(model_path=str(model_dir), devices=("cuda:0", "cuda:1"), trainer=SETTINGS, lora=vars(LORA))
     two = RankedTrainer(spec)
     try:
         got = two.step(batch(24, 1)).metrics
