@@ -18,6 +18,8 @@ from services.learner.config import LoraSettings
 pytestmark = pytest.mark.timeout(300)
 LORA = LoraSettings(r=8, alpha=16)
 SETTINGS = TrainerSettings(lr=1e-2, micro_batch_tokens=64)
+# two optimizer steps per batch and a KL term: the proximal and reference passes run on the ranks too
+FULL = TrainerSettings(lr=1e-2, micro_batch_tokens=64, mini_batches=2, kl_coef=0.05)
 
 
 def batch(n: int, seed: int = 0) -> list[TrainSample]:
@@ -32,9 +34,9 @@ def batch(n: int, seed: int = 0) -> list[TrainSample]:
     return out
 
 
-def one_rank(model_dir: Path) -> PolicyTrainer:
+def one_rank(model_dir: Path, settings: TrainerSettings = SETTINGS) -> PolicyTrainer:
     torch.manual_seed(0)
-    return PolicyTrainer(wrap_lora(load_base(model_dir), LORA), SETTINGS)
+    return PolicyTrainer(wrap_lora(load_base(model_dir), LORA), settings)
 
 
 def grads(trainer: PolicyTrainer) -> dict[str, torch.Tensor]:
@@ -59,7 +61,7 @@ def _rank_grads(rank: int, model_dir: str, port: int, out: str) -> None:
 
     torch.set_num_threads(1)
     ranks = init_ranks(rank, 2, "cpu", port, 120)
-    spec = RankSpec(model_path=model_dir, devices=("cpu", "cpu"), trainer=SETTINGS, lora=LORA.model_dump())
+    spec = RankSpec(model_path=model_dir, devices=("cpu", "cpu"), trainer=FULL, lora=LORA.model_dump())
     trainer = build_trainer(spec, ranks)
     metrics = trainer.step(batch(14)).metrics
     whole = {n: full(p.grad) for n, p in trainer.model.named_parameters() if p.requires_grad}
@@ -68,13 +70,14 @@ def _rank_grads(rank: int, model_dir: str, port: int, out: str) -> None:
     torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_rank_step_gives_the_one_rank_loss_and_gradients(tmp_path):
     import torch.multiprocessing as mp
 
     from services.learner._ranks import free_port
 
     model_dir = save_tiny(tmp_path / "model")
-    single = one_rank(model_dir)
+    single = one_rank(model_dir, FULL)
     expected = single.step(batch(14)).metrics
     out = tmp_path / "ranks.pt"
     mp.start_processes(_rank_grads, args=(str(model_dir), free_port(), str(out)), nprocs=2, start_method="spawn")
