@@ -84,6 +84,7 @@ def build_trainer(spec: RankSpec, ranks: Ranks) -> PolicyTrainer:
     torch.manual_seed(spec.seed)
     base = load_base(spec.model_path, spec.trainer.dtype, str(ranks.device))
     if spec.gradient_checkpointing:
+        base.train()  # transformers checkpoints layers only in training mode
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = wrap_lora(base, SimpleNamespace(**spec.lora))
     return PolicyTrainer(model, replace(spec.trainer, device=str(ranks.device)), ranks)

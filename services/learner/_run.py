@@ -67,6 +67,7 @@ class RunLearner:
         device = self.cfg.devices[0] if self.cfg.devices else self.cfg.device
         base = load_base(self.model_path, self.cfg.dtype, device)
         if self.cfg.gradient_checkpointing:
+            base.train()  # transformers checkpoints layers only in training mode
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = wrap_lora(base, self.cfg.lora)
         self.trainer = PolicyTrainer(self.model, replace(TrainerSettings.from_config(self.cfg), device=device))
