@@ -14,6 +14,7 @@ by parameter index), gathered on rank 0, so a checkpoint written with N ranks re
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,34 @@ def balance(lengths: Sequence[int], world: int) -> list[list[int]]:
         shares[r].append(i)
         loads[r] += lengths[i]
     return [sorted(s) for s in shares]
+
+
+def my_share(lengths: Sequence[int], ranks: Ranks, planner, budget: int) -> tuple[list[int], int]:
+    """(positions of this rank's sequences, the largest micro-batch count of any rank)."""
+    shares = balance(lengths, ranks.world)
+    most = max(len(planner([lengths[k] for k in s], budget)) if s else 0 for s in shares)
+    return shares[ranks.rank], most
+
+
+def share_values(out: list, mine: list[int], ranks: Ranks) -> None:
+    """Fill `out` (one slot per sequence) with every rank's values for its own sequences."""
+    parts: list = [None] * ranks.world
+    dist.all_gather_object(parts, {i: out[i] for i in mine}, group=ranks.control)
+    for part in parts:
+        for i, v in part.items():
+            out[i] = v
+
+
+def pool_metrics(acc: dict[str, list[float]], ranks: Ranks, keep: tuple[str, ...]) -> dict[str, list[float]]:
+    """Every rank's per-micro-batch metrics together; `keep` ones are already global (rank 0's)."""
+    pooled: list = [None] * ranks.world
+    dist.all_gather_object(pooled, dict(acc), group=ranks.control)
+    out: dict[str, list[float]] = defaultdict(list, {k: v for k, v in acc.items() if k in keep})
+    for other in pooled:
+        for k, v in other.items():
+            if k not in keep:
+                out[k].extend(v)
+    return out
 
 
 def sum_over_ranks(value: float, ranks: Ranks) -> float:

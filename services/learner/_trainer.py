@@ -129,11 +129,9 @@ class PolicyTrainer:
         and `None` pads to the largest rank's micro-batch count (a zero-weight dummy pass)."""
         if self.world == 1:
             return indices, list(self._pack([seqs[i] for i in indices]))
-        lengths = [seqs[i].length for i in indices]
-        shares = dd.balance(lengths, self.world)
-        planner = plan if self.packed else plan_rows
-        most = max(len(planner([lengths[k] for k in s], self.budget)) if s else 0 for s in shares)
-        mine = [indices[k] for k in shares[self.ranks.rank]]
+        mine, most = dd.my_share([seqs[i].length for i in indices], self.ranks, plan if self.packed else plan_rows,
+                                 self.budget)
+        mine = [indices[k] for k in mine]
         mbs: list[MicroBatch | None] = list(self._pack([seqs[i] for i in mine])) if mine else []
         return mine, mbs + [None] * (most - len(mbs))
 
@@ -155,11 +153,7 @@ class PolicyTrainer:
                 for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens) if mb else ()):
                     out[mine[mb.samples[k]]] = part
         if self.world > 1:  # every rank needs every sequence's values (its next share may differ)
-            parts_: list = [None] * self.world
-            dist.all_gather_object(parts_, {i: out[i] for i in mine}, group=self.ranks.control)
-            for part in parts_:
-                for i, v in part.items():
-                    out[i] = v
+            dd.share_values(out, mine, self.ranks)
         return out  # type: ignore[return-value]
 
     # ---- the step ----------------------------------------------------------------------------
@@ -216,13 +210,7 @@ class PolicyTrainer:
             for members in chunks:
                 self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
         if self.world > 1:  # each rank saw its own micro-batches: pool them (loss is already global)
-            pooled: list = [None] * self.world
-            dist.all_gather_object(pooled, dict(acc), group=self.ranks.control)
-            acc = defaultdict(list, {k: v for k, v in acc.items() if k in ("loss", "grad_norm")})
-            for other in pooled:
-                for k, v in other.items():
-                    if k not in ("loss", "grad_norm"):
-                        acc[k].extend(v)
+            acc = dd.pool_metrics(acc, self.ranks, keep=("loss", "grad_norm"))
         return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
 
     def _optimizer_step(self, samples, seqs, members, active, prox, ref, acc) -> None:
