@@ -13,10 +13,18 @@ import time
 
 import pytest
 
-from tests.integration.test_executor_service import RUN, public_task, run_started, sampled, wait_executed
+from tests.integration.test_executor_service import public_task, run_started, sampled, wait_executed
+from treegrpo.health import heartbeat_path, read_heartbeat
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 SLEEP = "import time\ntime.sleep({s})\nopen('submission/submission.csv', 'w').write('id,y\\n0,1\\n')\n"
+
+
+def inflight(tmp_path) -> int:
+    try:
+        return read_heartbeat(heartbeat_path("executor", root=tmp_path / "home")).inflight
+    except (OSError, ValueError):
+        return 0
 
 
 async def test_a_frozen_executor_runs_each_node_once_and_times_the_script_alone(bus, nats_server, tmp_path):
@@ -27,16 +35,18 @@ async def test_a_frozen_executor_runs_each_node_once_and_times_the_script_alone(
                TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS=f'["{tmp_path / "public"}"]', TREEGRPO_HOME=str(tmp_path / "home"),
                PYTHONUNBUFFERED="1")
     cli = [sys.executable, "-m", "treegrpo.cli", "serve", "executor", "--set", f'nats.url="{nats_server.url}"',
-           "--set", "max_concurrency=2", "--set", "timeout_s=60", "--set", "ack_wait_s=2"]
+           "--set", "max_concurrency=2", "--set", "timeout_s=60", "--set", "ack_wait_s=2",
+           "--set", "health.interval_s=0.1"]
     log = tmp_path / "executor.log"
     proc = subprocess.Popen(cli, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     try:
         await bus.publish(long)
         await bus.publish(short)
         deadline = time.monotonic() + 60
-        while len(list((tmp_path / "ws").glob(f"{RUN}.*"))) < 2:  # both scripts are running
+        while inflight(tmp_path) < 2:  # both nodes are being handled
             assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
             await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # their scripts have started
         started = time.monotonic()
         proc.send_signal(signal.SIGSTOP)  # past ack_wait: the server redelivers both nodes
         await asyncio.sleep(7.0)          # the short script ends meanwhile; the long one still runs
