@@ -22,6 +22,7 @@ from treegrpo.embedded import EmbeddedNats
 
 pytestmark = [pytest.mark.slow]
 
+SEED = 0  # the seed the experiment was measured at (docstring)
 KEYS = ("difference", "ci95", "verdict", "train", "control")
 
 
@@ -66,3 +67,20 @@ def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_t
     assert set(data["curves"]) == {"pair", "pair-control"}
     assert {r["round"] for r in data["curves"]["pair"]["by_round"]} == {1, 2}
     assert (tmp_path / "again" / "learning_curves.png").stat().st_size > 0
+
+
+@pytest.mark.timeout(2400)
+def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(tmp_path, monkeypatch):
+    from services.learner.sft import prepare_demo_policy
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TREEGRPO_HOME", str(home))
+    prepare_home(home)
+    model = prepare_demo_policy(home / "demo", show_progress=False)
+    run_paired(home, "configs/demo.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
+               'run.run_id="learn"', f"run.seed={SEED}", "runner.live=false", timeout=2000)
+    learning = json.loads((home / "runs" / "learn" / "report" / "report.json").read_text())["learning"]
+    print(json.dumps(learning["pooled"]), json.dumps(learning["round1"]))
+    assert learning["round1"]["ok"], learning["round1"]
+    assert learning["verdict"] == "learned", learning
+    assert learning["pooled"]["ci95"][0] > 0

@@ -121,4 +121,4 @@ def test_curves_give_failed_share_metrics_and_score_per_task_and_pooled_by_round
     assert pooled[2].score.lo <= pooled[2].score.value <= pooled[2].score.hi
     by_version = curves(run, scorers([run]), "version", n=200)
     assert sorted({r.x for r in by_version}) == [0, 1, 2]
-    assert curves(RunData("seed-root", records=run.records), scorers([run]), "version") == []
+    assert curves(RunData("no-versions", records=run.records), scorers([run]), "version") == []

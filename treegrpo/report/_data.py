@@ -94,6 +94,8 @@ def load_from_root(path: str | Path) -> list[RunData]:
         for rnd in run.rounds:
             nodes = read_nodes(rnd, run.problems)
             data.fingerprints |= {r.id: fingerprint(r.response_token_ids) for r in nodes}
+            # the files carry no policy version: sync, as `archive import` assumes (round r: r - 1)
+            data.versions |= {r.id: max(r.round - 1, 0) for r in nodes}
             data.records += [_light(r) for r in nodes]
             if rnd.summary is not None:
                 data.summaries[(rnd.task, rnd.round)] = rnd.summary
