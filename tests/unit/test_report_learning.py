@@ -122,3 +122,10 @@ def test_curves_give_failed_share_metrics_and_score_per_task_and_pooled_by_round
     by_version = curves(run, scorers([run]), "version", n=200)
     assert sorted({r.x for r in by_version}) == [0, 1, 2]
     assert curves(RunData("no-versions", records=run.records), scorers([run]), "version") == []
+
+
+def test_identical_arms_in_another_order_read_exactly_zero_not_a_rounding_error_called_learned():
+    a = [[0.1, 0.7, 0.2], [0.3, 0.6, 0.9]] * 5
+    b = [list(reversed(g)) for g in a]  # same numbers, another summation order
+    est = paired_difference(a, b, ["t"] * 10, n=300)
+    assert (est.value, est.lo, est.hi) == (0.0, 0.0, 0.0) and verdict(est) == "no evidence"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 FAIL = -math.inf  # a failed node's value: below every valid metric
+EPS = 1e-12  # below this an estimate is 0 (rounding of sums, not a difference)
 VERDICTS = ("learned", "no evidence", "worse")
 Stat = Callable[[np.ndarray], np.ndarray]  # (B, N) values with NaN = not counted -> (B,)
 
@@ -73,12 +74,18 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def _snap(x: float) -> float:
+    """Sums of the same numbers in another order differ by ~1e-16: identical arms must read 0 exactly,
+    never a 'learned' interval of [1e-16, 1e-16]."""
+    return 0.0 if abs(x) < EPS else float(x)
+
+
 def _interval(point: float, samples: np.ndarray) -> Estimate:
     samples = samples[np.isfinite(samples)]
     if not np.isfinite(point) or not len(samples):
         return Estimate(_finite(point))
     lo, hi = np.percentile(samples, [2.5, 97.5])
-    return Estimate(float(point), float(lo), float(hi))
+    return Estimate(_snap(point), _snap(lo), _snap(hi))
 
 
 def mean(x: np.ndarray) -> np.ndarray:
