@@ -13,7 +13,7 @@ from treegrpo.report._advantage import ESTIMATORS
 from treegrpo.report._compare import Comparison, compare
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._learning import CurveRow, curves, scorers
-from treegrpo.report._learning_output import comparison_markdown, curves_markdown
+from treegrpo.report._learning_output import comparison_markdown, curves_markdown, verdict_line
 from treegrpo.report._metrics import RunMetrics, compute
 from treegrpo.report._output import as_json, markdown
 
@@ -82,7 +82,7 @@ def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int |
         comparison = compare(runs[0], control, late_from)
         plots["Train vs control"] = _learning_plots.vs_control(
             data[runs[0].run_id]["round"], data[control.run_id]["round"], comparison.late_rounds,
-            comparison.verdict, out / "learning_vs_control.png").name
+            verdict_line(comparison), out / "learning_vs_control.png").name
     return data, comparison, plots
 
 

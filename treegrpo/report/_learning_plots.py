@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from treegrpo.report._learning import POOLED, CurveRow  # noqa: E402
 from treegrpo.report._plots import _save  # noqa: E402
@@ -16,12 +17,14 @@ MEASURES = {"failed_share": "failed share", "mean_oriented": "mean oriented metr
             "median_oriented": "median oriented metric (valid)", "score": "sample score (vs round 1)"}
 
 
-def _line(ax, rows: list[CurveRow], measure: str, label: str) -> None:
+def _line(ax, rows: list[CurveRow], measure: str, label: str, style: str = "-") -> None:
+    """One run's curve with its 95 % band; later runs dashed, so arms that agree stay visible."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     pts = [(r.x, getattr(r, measure)) for r in rows if getattr(r, measure).value is not None]
     if not pts:
         return
     xs = [x for x, _ in pts]
-    line, = ax.plot(xs, [e.value for _, e in pts], marker="o", label=label)
+    line, = ax.plot(xs, [e.value for _, e in pts], marker="o", ls=style, label=label)
     band = [(x, e.lo, e.hi) for x, e in pts if e.lo is not None]
     if band:
         ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
@@ -39,8 +42,8 @@ def curves_grid(curves: dict[str, list[CurveRow]], axis: str, path: Path, title:
             if task == POOLED and measure in ("mean_oriented", "median_oriented"):
                 ax.axis("off")
                 continue
-            for run_id, rows in curves.items():
-                _line(ax, [r for r in rows if r.task == task], measure, run_id)
+            for k, (run_id, rows) in enumerate(curves.items()):
+                _line(ax, [r for r in rows if r.task == task], measure, run_id, "-" if k == 0 else "--")
             ax.set_title(f"{task} · {label}", fontsize=8)
             ax.set_xlabel(axis, fontsize=8)
             ax.tick_params(labelsize=7)
@@ -51,18 +54,18 @@ def curves_grid(curves: dict[str, list[CurveRow]], axis: str, path: Path, title:
     return _save(fig, path)
 
 
-def vs_control(train: list[CurveRow], control: list[CurveRow], late_rounds: list[int], verdict: str,
+def vs_control(train: list[CurveRow], control: list[CurveRow], late_rounds: list[int], headline: str,
                path: Path) -> Path:
     """The sample score by round of both arms, per task and pooled; the compared rounds shaded."""
     tasks = sorted({r.task for r in train} - {POOLED}) + [POOLED]
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.2), squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
         _line(ax, [r for r in train if r.task == task], "score", "train")
-        _line(ax, [r for r in control if r.task == task], "score", "control (no training)")
+        _line(ax, [r for r in control if r.task == task], "score", "control (no training)", "--")
         if late_rounds:
             ax.axvspan(min(late_rounds) - 0.3, max(late_rounds) + 0.3, color="#dddddd", alpha=0.5, lw=0)
         ax.set(title=task, xlabel="round", ylim=(-0.02, 1.02))
         ax.set_ylabel("sample score", fontsize=8)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Train vs control: {verdict} (shaded: the rounds compared)", fontsize=10)
+    fig.suptitle(f"Train vs control — {headline} (shaded: the rounds compared)", fontsize=10)
     return _save(fig, path)
