@@ -74,4 +74,5 @@ def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, o
     if rep.comparison is not None:
         from treegrpo.report._learning_output import verdict_line
 
-        console.print(f"[bold]{verdict_line(rep.comparison)}[/]  curves: {rep.out_dir / 'learning_vs_control.png'}")
+        console.print(f"[bold]{verdict_line(rep.comparison)}[/]  curves: {rep.out_dir / 'learning_vs_control.png'}",
+                      soft_wrap=True)
