@@ -5,8 +5,18 @@ both arms complete, round 1 is token for token the same in both (the sampler's s
 run id), and `treegrpo report TRAIN --control CONTROL --json` carries the documented keys.
 
 The second is issue 12's bar: the demo's settings (configs/demo.toml, the SFT'd demo policy as
-`make demo` builds it) at a fixed seed give the verdict `learned`, with the 95 % interval of the
-late rounds' sample score difference (train − control) above 0.
+`make demo` builds it; chosen by measurement: plant-mini + dogscats-mini, 3 rounds of E2 x G8,
+lr 3e-3 with 4 optimizer steps a round, grpo_valid_only) at seed 0 give the verdict `learned`,
+with the 95 % interval of the late rounds' (2, 3) sample score difference (train − control) above 0.
+
+Noise, measured on the dev machine on 2026-12-01 (sample score units: a node's mid-rank against
+round 1, in [0, 1]; late rounds {2, 3}; runs made before the seeding fix, so the arms were
+unpaired, which only widens intervals): two no-train controls against each other (seeds 1 vs 0)
+differ by +0.035 [-0.044, +0.124], `no evidence`; these settings' train arms against their
+controls: seed 0 +0.212 [+0.121, +0.296], seed 1 +0.177 [+0.092, +0.250], both `learned`. The
+smallest learned difference is 5x the control-vs-control difference; its interval clears 0 by 0.09.
+Paired runs (token-identical round 1) over three seeds: docs/PERFORMANCE.md, "Issue 12". Takes the
+SFT warm start (~3.5 min) plus two arms of 96 nodes on 2 idle cores.
 """
 
 from __future__ import annotations
