@@ -64,6 +64,8 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
                        "0 = the recipe's fixed step count (~3.5 min on 2 CPU cores). Cached per setting"),
          control: bool = typer.Option(True, "--control/--no-control",
                                       help="Run the paired no-train control after the train arm and print the verdict"),
+         config: Path = typer.Option(DEMO_CONFIG, "--config",
+                                     help="Another run file with the demo policy, e.g. configs/learning-gpu.toml"),
          set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
     """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds,
     then the same rounds without training, and the verdict: did training (not search) help?"""
@@ -77,4 +79,4 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
         budget = {"max_seconds": sft_seconds} if sft_seconds else {}
         model_dir = prepare_demo_policy(treegrpo_home() / "demo", overrides=budget)
         overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
-    raise typer.Exit(_execute(DEMO_CONFIG, overrides, "", control))
+    raise typer.Exit(_execute(config, overrides, "", control))
