@@ -129,3 +129,12 @@ def test_identical_arms_in_another_order_read_exactly_zero_not_a_rounding_error_
     b = [list(reversed(g)) for g in a]  # same numbers, another summation order
     est = paired_difference(a, b, ["t"] * 10, n=300)
     assert (est.value, est.lo, est.hi) == (0.0, 0.0, 0.0) and verdict(est) == "no evidence"
+
+
+def test_a_minimum_difference_turns_a_tiny_consistent_change_into_no_evidence():
+    tiny = Estimate(0.025, 0.006, 0.046)  # paired arms: a small change clears 0
+    assert verdict(tiny) == "learned"
+    assert verdict(tiny, min_difference=0.05) == "no evidence"
+    assert verdict(Estimate(0.4, 0.3, 0.5), min_difference=0.05) == "learned"
+    assert verdict(Estimate(-0.025, -0.046, -0.006), min_difference=0.05) == "no evidence"
+    assert compare(_run("t", 0.3), _run("c", 0.0), n=300, min_difference=10.0).verdict == "no evidence"

@@ -61,7 +61,7 @@ def _tree_round(data: RunData, round_: int | None) -> tuple[str, int] | None:
     return done[-1][1], done[-1][0]
 
 
-def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int | None,
+def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int | None, min_difference: float,
               out: Path) -> tuple[dict[str, dict[str, list[CurveRow]]], Comparison | None, dict[str, str]]:
     """Curves of every run (scored against the round 1 of all of them when paired with a control,
     else each against its own), the comparison with the control, and their plots."""
@@ -79,7 +79,7 @@ def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int |
             "Learning curves by policy version").name
     comparison = None
     if control is not None:
-        comparison = compare(runs[0], control, late_from)
+        comparison = compare(runs[0], control, late_from, min_difference=min_difference)
         plots["Train vs control"] = _learning_plots.vs_control(
             data[runs[0].run_id]["round"], data[control.run_id]["round"], comparison.late_rounds,
             verdict_line(comparison), out / "learning_vs_control.png").name
@@ -88,7 +88,7 @@ def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int |
 
 def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = "grpo_valid_only",
                  gpus: int = 1, tree_round: int | None = None, control: RunData | None = None,
-                 late_from: int | None = None) -> Report:
+                 late_from: int | None = None, min_difference: float = 0.0) -> Report:
     """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
@@ -96,7 +96,7 @@ def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = 
         raise ValueError("a control pairs with exactly one train run")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    curve_data, comparison, learning_plots = _learning(runs, control, late_from, out)
+    curve_data, comparison, learning_plots = _learning(runs, control, late_from, min_difference, out)
     if control is not None:
         runs = [*runs, control]
     metrics = [compute(d, estimator, gpus) for d in runs]
@@ -126,9 +126,9 @@ def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = 
 
 async def build_report(source, run_ids: Sequence[str], out_dir: str | Path, estimator: str = "grpo_valid_only",
                        gpus: int = 1, tree_round: int | None = None, control: str | None = None,
-                       late_from: int | None = None) -> Report:
+                       late_from: int | None = None, min_difference: float = 0.0) -> Report:
     """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root);
     `control`: the id of the no-train run paired with the single run in `run_ids`."""
     runs = await load_runs(source, run_ids)
     ctl = (await load_runs(source, [control]))[0] if control else None
-    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from)
+    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference)

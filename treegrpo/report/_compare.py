@@ -30,10 +30,11 @@ class Difference:
     train: float | None
     control: float | None
     groups: int
+    min_difference: float = 0.0
 
     @property
     def verdict(self) -> str:
-        return _stats.verdict(self.difference)
+        return _stats.verdict(self.difference, self.min_difference)
 
     def as_dict(self) -> dict:
         return {"difference": self.difference.value, "ci95": self.difference.ci95, "verdict": self.verdict,
@@ -71,7 +72,8 @@ class Comparison:
         return self.pooled.verdict
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "train_run": self.train_run, "control_run": self.control_run,
+        return {"verdict": self.verdict, "min_difference": self.pooled.min_difference,
+                "train_run": self.train_run, "control_run": self.control_run,
                 "late_rounds": self.late_rounds, "pooled": self.pooled.as_dict(), "round1": self.round1.as_dict(),
                 "tasks": {t: d.as_dict() for t, d in self.tasks.items()}}
 
@@ -90,11 +92,12 @@ def _groups(data: RunData, score_of: dict[str, float]) -> dict[Key, list[float]]
 
 
 def _difference(train: dict[Key, list[float]], control: dict[Key, list[float]], keys: list[Key],
-                n: int, seed: int) -> Difference:
+                n: int, seed: int, min_difference: float = 0.0) -> Difference:
     a, b = [train.get(k, []) for k in keys], [control.get(k, []) for k in keys]
     est = _stats.paired_difference(a, b, [k[0] for k in keys], n, seed)
     mean = lambda xs: float(np.mean(xs)) if xs else None  # noqa: E731
-    return Difference(est, mean([v for g in a for v in g]), mean([v for g in b for v in g]), len(keys))
+    return Difference(est, mean([v for g in a for v in g]), mean([v for g in b for v in g]), len(keys),
+                      min_difference)
 
 
 def _identical_share(train: RunData, control: RunData) -> float | None:
@@ -116,7 +119,7 @@ def _identical_share(train: RunData, control: RunData) -> float | None:
 
 
 def compare(train: RunData, control: RunData, late_from: int | None = None, n: int = 2000,
-            seed: int = 0) -> Comparison:
+            seed: int = 0, min_difference: float = 0.0) -> Comparison:
     by_task = scorers([train, control])
     gt, gc = _groups(train, scores(train, by_task)), _groups(control, scores(control, by_task))
     rounds = sorted({k[1] for k in gt} & {k[1] for k in gc})
@@ -128,6 +131,6 @@ def compare(train: RunData, control: RunData, late_from: int | None = None, n: i
     tasks = sorted({k[0] for k in keys})
     return Comparison(
         train_run=train.run_id, control_run=control.run_id, late_rounds=late,
-        pooled=_difference(gt, gc, keys, n, seed),
+        pooled=_difference(gt, gc, keys, n, seed, min_difference),
         round1=Agreement(_identical_share(train, control), _difference(gt, gc, r1, n, seed).difference),
-        tasks={t: _difference(gt, gc, [k for k in keys if k[0] == t], n, seed) for t in tasks})
+        tasks={t: _difference(gt, gc, [k for k in keys if k[0] == t], n, seed, min_difference) for t in tasks})

@@ -120,12 +120,14 @@ def paired_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]
     return _interval(point, samples)
 
 
-def verdict(diff: Estimate) -> str:
-    """`learned` when the whole interval is above 0, `worse` when below, else `no evidence`."""
-    if diff.lo is None or diff.hi is None:
+def verdict(diff: Estimate, min_difference: float = 0.0) -> str:
+    """`learned` when the whole interval is above 0 (and the difference at least `min_difference`),
+    `worse` when below 0 (and at most -`min_difference`), else `no evidence`. With exactly paired
+    arms a tiny but consistent change already clears 0: `min_difference` asks for a size too."""
+    if diff.lo is None or diff.hi is None or diff.value is None:
         return "no evidence"
-    if diff.lo > 0:
+    if diff.lo > 0 and diff.value >= min_difference:
         return "learned"
-    if diff.hi < 0:
+    if diff.hi < 0 and diff.value <= -min_difference:
         return "worse"
     return "no evidence"

@@ -26,7 +26,7 @@ def _from_dirs(paths: list[str]):
 
 
 async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_round: int | None, nats: str,
-                 control: str, late_from: int | None):
+                 control: str, late_from: int | None, min_difference: float):
     if control and len(runs) != 1:
         raise typer.BadParameter("--control pairs with exactly one train run")
     given = runs + ([control] if control else [])
@@ -37,13 +37,14 @@ async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_rou
         from treegrpo.report._build import write_report
 
         ctl = _from_dirs([control])[0] if control else None
-        return write_report(_from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from)
+        return write_report(_from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference)
     from treegrpo.bus import Bus
     from treegrpo.nats_url import resolve_nats_url
 
     bus = await Bus.connect(resolve_nats_url(nats), "report/cli")
     try:
-        return await build_report(bus, runs, out, estimator, gpus, tree_round, control or None, late_from)
+        return await build_report(bus, runs, out, estimator, gpus, tree_round, control or None, late_from,
+                                  min_difference)
     finally:
         await bus.close()
 
@@ -56,12 +57,13 @@ def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, o
            tree_round: Annotated[int, typer.Option(help="Round of the first run to draw as a tree (default: its last complete one)")] = None,
            control: Annotated[str, typer.Option("--control", help="The paired no-train run (`treegrpo run --control`): adds train − control and the verdict")] = "",
            late_from: Annotated[int, typer.Option("--late-from", min=2, help="First round compared with the control (default: the later half of the rounds)")] = None,
+           min_difference: Annotated[float, typer.Option("--min-difference", min=0.0, help="`learned` also needs train − control ≥ this (sample score units); 0 = the interval alone")] = 0.0,
            nats: Annotated[str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")] = "") -> None:
     """The capability report of one or more runs: printed, and written as Markdown + PNG plots."""
     if estimator not in ESTIMATORS:
         raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
     try:
-        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from))
+        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from, min_difference))
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
