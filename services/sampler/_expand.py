@@ -50,8 +50,11 @@ async def prompt_for(bus: Bus, state: RunState, exp: Expansion, ctx: TaskContext
 
 
 def sampling_seed(state: RunState, exp: Expansion) -> int:
-    """Seeded per group and per missing set: a re-sample after a crash is reproducible too."""
-    return int(events.short_hash("sample", state.spec.seed, exp.group_id, exp.missing, n=8), 16) % (2**31)
+    """Seeded per group position and per missing set: a re-sample after a crash is reproducible too.
+    The run id is left out on purpose: a train arm and its no-train control with one `run.seed`
+    sample the same round 1 token for token (the comparison's round-1 agreement check)."""
+    seed = events.short_hash("sample", state.spec.seed, exp.task, exp.round, exp.step, exp.missing, n=8)
+    return int(seed, 16) % (2**31)
 
 
 def node_events(state: RunState, exp: Expansion, messages: list[dict[str, str]], sampled: Sampled,

@@ -4,8 +4,11 @@ Per task and round: `expansions` steps of `group_size` siblings. Steps < `drafts
 depend on nothing. Step s >= drafts waits until every group of steps < s of that task-round is
 scored, then picks one parent among all of those nodes by a softmax over their rewards
 (temperature `parent_temperature`), and asks for `debug` children of a buggy parent or `improve`
-children of a valid one. The RNG is seeded by (run seed, run, task, round, step), so a restarted
-sampler that rebuilt the same state from the log makes exactly the same choice.
+children of a valid one. The RNG is seeded by (run seed, task, round, step), so a restarted
+sampler that rebuilt the same state from the log makes exactly the same choice. The run id is left
+out on purpose, and candidates are ordered by position (step, index), not by node id (which hashes
+the run id): two runs with one seed (a train arm and its no-train control) choose the same parents
+while their trees agree, so their round 1 is the same tree.
 """
 
 from __future__ import annotations
@@ -77,8 +80,13 @@ def softmax_choice(candidates: list[tuple[str, float]], temperature: float, rng:
     return rng.choices([c for c, _ in candidates], weights=weights, k=1)[0]
 
 
-def rng_for(spec: RunSpec, run_id: str, task: str, round_: int, step: int) -> random.Random:
-    return random.Random(events.short_hash("policy", spec.seed, run_id, task, round_, step, n=16))
+def rng_for(spec: RunSpec, task: str, round_: int, step: int) -> random.Random:
+    return random.Random(events.short_hash("policy", spec.seed, task, round_, step, n=16))
+
+
+def positions(rs: RoundState) -> dict[str, tuple[int, int]]:
+    """node id -> (step, index in group): where a node sits, the same in every run of one tree shape."""
+    return {nid: (g.step, index) for g in rs.groups.values() for index, nid in g.sampled.items()}
 
 
 def earlier_scored(rs: RoundState, step: int) -> dict[str, Score] | None:
@@ -108,9 +116,11 @@ def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansio
     scores = earlier_scored(rs, step)
     if scores is None:
         return None
-    ordered = sorted(scores.items())  # a fixed order, so the draw depends only on the state and seed
+    # a fixed order that does not depend on the run id, so the draw depends only on the tree and seed
+    where = positions(rs)
+    ordered = sorted(scores.items(), key=lambda kv: (where.get(kv[0], (step, 0)), kv[0]))
     parent = softmax_choice([(nid, sc.reward) for nid, sc in ordered], spec.tree.parent_temperature,
-                            rng_for(spec, run_id, rs.task, rs.round, step))
+                            rng_for(spec, rs.task, rs.round, step))
     mode = "debug" if scores[parent].buggy else "improve"
     return Expansion(rs.task, rs.round, step, mode, parent, gid, missing)
 

@@ -133,3 +133,41 @@ def test_round_is_complete_only_when_every_expansion_is_scored():
     assert not round_complete(rs, s)
     score(rs.groups[1], lambda i: (0.0, "ok"))
     assert round_complete(rs, s)
+
+
+def _tree_of(run_id: str, s: RunSpec) -> tuple[RoundState, dict[str, tuple[int, int]]]:
+    rs = RoundState("spooky-mini", 1)
+    where = {}
+    for step in (0, 1):
+        group = GroupState(step, events.group_id(run_id, rs.task, rs.round, step), "draft")
+        group.sampled = {i: events.node_id(run_id, rs.task, rs.round, step, i) for i in range(16)}
+        group.scores = {nid: Score(0.1 * (i % 4), "ok") for i, nid in group.sampled.items()}
+        where |= {nid: (step, i) for i, nid in group.sampled.items()}
+        rs.groups[step] = group
+    return rs, where
+
+
+def test_two_runs_with_one_seed_choose_the_same_parent_position_whatever_their_run_ids():
+    """A train arm and its control differ only in run id: their round-1 trees must stay the same tree."""
+    s = spec(seed=7)
+    picked = set()
+    for run_id in ("train-a", "train-a-control", "zz-other"):
+        rs, where = _tree_of(run_id, s)
+        picked |= {tuple(where[plan_step(run_id, s, rs, step).parent_id]) for step in (2,)}
+    assert len(picked) == 1
+
+
+def test_sampling_seed_ignores_the_run_id_but_not_the_position_or_seed():
+    from services.sampler._expand import sampling_seed
+
+    class _State:
+        def __init__(self, seed: int):
+            self.spec = spec(seed=seed)
+
+    def exp(run_id: str, step: int):
+        from services.sampler.policy import Expansion
+        return Expansion("spooky-mini", 1, step, "draft", None, events.group_id(run_id, "spooky-mini", 1, step), (0, 1))
+
+    assert sampling_seed(_State(0), exp("a", 0)) == sampling_seed(_State(0), exp("a-control", 0))
+    assert sampling_seed(_State(0), exp("a", 0)) != sampling_seed(_State(0), exp("a", 1))
+    assert sampling_seed(_State(0), exp("a", 0)) != sampling_seed(_State(1), exp("a", 0))

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import orjson
 
-from treegrpo.report import _plots
+from treegrpo.report import _learning_plots, _plots
 from treegrpo.report._advantage import ESTIMATORS
+from treegrpo.report._compare import Comparison, compare
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
+from treegrpo.report._learning import CurveRow, curves, scorers
+from treegrpo.report._learning_output import comparison_markdown, curves_markdown, verdict_line
 from treegrpo.report._metrics import RunMetrics, compute
 from treegrpo.report._output import as_json, markdown
 
@@ -23,6 +26,7 @@ class Report:
     json_path: Path
     plots: dict[str, str] = field(default_factory=dict)
     data: dict = field(default_factory=dict)
+    comparison: Comparison | None = None
 
 
 async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
@@ -57,12 +61,44 @@ def _tree_round(data: RunData, round_: int | None) -> tuple[str, int] | None:
     return done[-1][1], done[-1][0]
 
 
+def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int | None, min_difference: float,
+              out: Path) -> tuple[dict[str, dict[str, list[CurveRow]]], Comparison | None, dict[str, str]]:
+    """Curves of every run (scored against the round 1 of all of them when paired with a control,
+    else each against its own), the comparison with the control, and their plots."""
+    arms = [*runs, control] if control is not None else list(runs)
+    by_run = {d.run_id: (scorers(arms) if control is not None else scorers([d])) for d in arms}
+    data = {d.run_id: {"round": curves(d, by_run[d.run_id], "round"), "version": curves(d, by_run[d.run_id], "version")}
+            for d in arms}
+    plots = {}
+    if any(c["round"] for c in data.values()):
+        plots["Learning curves by round"] = _learning_plots.curves_grid(
+            {k: c["round"] for k, c in data.items()}, "round", out / "learning_curves.png", "Learning curves by round").name
+    if any(c["version"] for c in data.values()):
+        plots["Learning curves by policy version"] = _learning_plots.curves_grid(
+            {k: c["version"] for k, c in data.items()}, "policy version", out / "learning_by_version.png",
+            "Learning curves by policy version").name
+    comparison = None
+    if control is not None:
+        comparison = compare(runs[0], control, late_from, min_difference=min_difference)
+        plots["Train vs control"] = _learning_plots.vs_control(
+            data[runs[0].run_id]["round"], data[control.run_id]["round"], comparison.late_rounds,
+            verdict_line(comparison), out / "learning_vs_control.png").name
+    return data, comparison, plots
+
+
 def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = "grpo_valid_only",
-                 gpus: int = 1, tree_round: int | None = None) -> Report:
+                 gpus: int = 1, tree_round: int | None = None, control: RunData | None = None,
+                 late_from: int | None = None, min_difference: float = 0.0) -> Report:
+    """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
+    if control is not None and len(runs) != 1:
+        raise ValueError("a control pairs with exactly one train run")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    curve_data, comparison, learning_plots = _learning(runs, control, late_from, min_difference, out)
+    if control is not None:
+        runs = [*runs, control]
     metrics = [compute(d, estimator, gpus) for d in runs]
     plots = {"Crash rate by round": _plots.crash_rate_by_round(metrics, out / "crash_rate_by_round.png").name,
              "Best test metric by round": _plots.best_metric_by_round(metrics, out / "best_metric_by_round.png").name}
@@ -75,14 +111,24 @@ def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = 
         plots[f"Tree of {runs[0].run_id} round {rnd} ({task})"] = \
             _plots.round_tree(recs, f"{runs[0].run_id} · {task} · round {rnd}", out / name).name
     md = out / "report.md"
-    md.write_text(markdown(metrics, plots, gpus, estimator))
+    learning_md = (comparison_markdown(comparison) if comparison else []) + curves_markdown(curve_data, learning_plots)
+    md.write_text(markdown(metrics, plots, gpus, estimator) + "\n" + "\n".join(learning_md))
+    plots |= learning_plots
     data = as_json(metrics, plots, gpus, estimator)
+    data["curves"] = {rid: {f"by_{axis}": [r.as_dict(axis) for r in rows] for axis, rows in c.items()}
+                      for rid, c in curve_data.items()}
+    if comparison is not None:
+        data["learning"] = comparison.as_dict()
     js = out / "report.json"
     js.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    return Report(metrics, out, md, js, plots, data)
+    return Report(metrics, out, md, js, plots, data, comparison)
 
 
 async def build_report(source, run_ids: Sequence[str], out_dir: str | Path, estimator: str = "grpo_valid_only",
-                       gpus: int = 1, tree_round: int | None = None) -> Report:
-    """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root)."""
-    return write_report(await load_runs(source, run_ids), out_dir, estimator, gpus, tree_round)
+                       gpus: int = 1, tree_round: int | None = None, control: str | None = None,
+                       late_from: int | None = None, min_difference: float = 0.0) -> Report:
+    """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root);
+    `control`: the id of the no-train run paired with the single run in `run_ids`."""
+    runs = await load_runs(source, run_ids)
+    ctl = (await load_runs(source, [control]))[0] if control else None
+    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference)

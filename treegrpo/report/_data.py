@@ -25,6 +25,7 @@ from treegrpo.archive import (
     round_summary,
     timing_line,
 )
+from treegrpo.events import short_hash
 
 REPORT_KINDS = ("run.started", "round.started", "round.completed", "node.executed", "node.graded",
                 "group.scored", "learner.step")
@@ -39,6 +40,8 @@ class RunData:
     step_groups: dict[int, list[str]] = field(default_factory=dict)  # step -> sibling groups trained on
     source: str = ""
     problems: list[Problem] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)  # node id -> policy version that sampled it
+    fingerprints: dict[str, str] = field(default_factory=dict)  # node id -> hash of its completion tokens
 
     @property
     def gate(self) -> bool:
@@ -47,6 +50,11 @@ class RunData:
     @property
     def tasks(self) -> list[str]:
         return sorted({r.exp_id for r in self.records} | {t for t, _ in self.summaries})
+
+
+def fingerprint(token_ids) -> str:
+    """A short hash of a completion's token ids: the round-1 agreement check compares these."""
+    return short_hash("tokens", ",".join(map(str, token_ids)), n=16)
 
 
 def _light(r: NodeRecord) -> NodeRecord:
@@ -71,6 +79,10 @@ async def load_from_bus(bus, run_id: str) -> RunData:
         data.timing.append(timing_line(s))
         if s.sibling_groups:
             data.step_groups[s.step] = list(s.sibling_groups)
+    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):  # the big events: keep two numbers
+        body = event.node_sampled
+        data.versions[body.node_id] = body.policy_version
+        data.fingerprints[body.node_id] = fingerprint(body.response_token_ids)
     return data
 
 
@@ -80,7 +92,11 @@ def load_from_root(path: str | Path) -> list[RunData]:
         run = read_run(run_dir)
         data = RunData(run.run_id, timing=run.timing, source=str(run_dir), problems=run.problems)
         for rnd in run.rounds:
-            data.records += [_light(r) for r in read_nodes(rnd, run.problems)]
+            nodes = read_nodes(rnd, run.problems)
+            data.fingerprints |= {r.id: fingerprint(r.response_token_ids) for r in nodes}
+            # the files carry no policy version: sync, as `archive import` assumes (round r: r - 1)
+            data.versions |= {r.id: max(r.round - 1, 0) for r in nodes}
+            data.records += [_light(r) for r in nodes]
             if rnd.summary is not None:
                 data.summaries[(rnd.task, rnd.round)] = rnd.summary
         out.append(data)

@@ -1,4 +1,4 @@
-"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E]`."""
+"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E] [--control CONTROL_RUN]`."""
 
 from __future__ import annotations
 
@@ -16,24 +16,35 @@ from treegrpo.report._build import build_report
 from treegrpo.report._output import print_rich
 
 
-async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_round: int | None, nats: str):
-    paths = [r for r in runs if Path(r).is_dir()]
+def _from_dirs(paths: list[str]):
+    from treegrpo.report._data import load_from_root
+
+    data = [d for p in paths for d in load_from_root(p)]
+    if not data:
+        raise LookupError(f"no run directories (round_N/ or timing.jsonl) under {', '.join(paths)}")
+    return data
+
+
+async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_round: int | None, nats: str,
+                 control: str, late_from: int | None, min_difference: float):
+    if control and len(runs) != 1:
+        raise typer.BadParameter("--control pairs with exactly one train run")
+    given = runs + ([control] if control else [])
+    paths = [r for r in given if Path(r).is_dir()]
     if paths:  # seed-format roots or run directories on disk
-        if len(paths) != len(runs):
+        if len(paths) != len(given):
             raise typer.BadParameter("give either run ids on the bus or directories, not both")
         from treegrpo.report._build import write_report
-        from treegrpo.report._data import load_from_root
 
-        data = [d for p in paths for d in load_from_root(p)]
-        if not data:
-            raise LookupError(f"no run directories (round_N/ or timing.jsonl) under {', '.join(paths)}")
-        return write_report(data, out, estimator, gpus, tree_round)
+        ctl = _from_dirs([control])[0] if control else None
+        return write_report(_from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference)
     from treegrpo.bus import Bus
     from treegrpo.nats_url import resolve_nats_url
 
     bus = await Bus.connect(resolve_nats_url(nats), "report/cli")
     try:
-        return await build_report(bus, runs, out, estimator, gpus, tree_round)
+        return await build_report(bus, runs, out, estimator, gpus, tree_round, control or None, late_from,
+                                  min_difference)
     finally:
         await bus.close()
 
@@ -44,12 +55,15 @@ def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, o
            estimator: Annotated[str, typer.Option(help=f"Advantage estimator: {', '.join(ESTIMATORS)}")] = "grpo_valid_only",
            gpus: Annotated[int, typer.Option(min=1, help="GPUs per training step, for GPU-hours = Σ total_s × GPUs")] = 1,
            tree_round: Annotated[int, typer.Option(help="Round of the first run to draw as a tree (default: its last complete one)")] = None,
+           control: Annotated[str, typer.Option("--control", help="The paired no-train run (`treegrpo run --control`): adds train − control and the verdict")] = "",
+           late_from: Annotated[int, typer.Option("--late-from", min=2, help="First round compared with the control (default: the later half of the rounds)")] = None,
+           min_difference: Annotated[float, typer.Option("--min-difference", min=0.0, help="`learned` also needs train − control ≥ this (sample score units); 0 = the interval alone")] = 0.0,
            nats: Annotated[str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")] = "") -> None:
     """The capability report of one or more runs: printed, and written as Markdown + PNG plots."""
     if estimator not in ESTIMATORS:
         raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
     try:
-        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats))
+        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from, min_difference))
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
@@ -59,3 +73,8 @@ def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, o
     console = Console()
     print_rich(rep.runs, console)
     console.print(f"report: {rep.markdown_path} (+ {len(rep.plots)} plots, {rep.json_path.name})")
+    if rep.comparison is not None:
+        from treegrpo.report._learning_output import verdict_line
+
+        console.print(f"[bold]{verdict_line(rep.comparison)}[/]  curves: {rep.out_dir / 'learning_vs_control.png'}",
+                      soft_wrap=True)

@@ -15,16 +15,23 @@ console = Console(highlight=False)
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.toml"
 
 
-def _execute(config: Path | None, overrides: list[str], resume: str) -> int:
+def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
+    from treegrpo.runner._control import execute_paired
     from treegrpo.runner._run import execute
 
+    if control and resume:
+        console.print("[red]--control starts a new pair of runs; it cannot --resume[/]")
+        return 2
     try:
         rf = load_run_file(config, overrides)
     except ConfigError as exc:
         console.print(f"[red]config error:[/] {exc}")
         return 2
     try:
-        result = asyncio.run(execute(rf, resume=resume, console=console))
+        if control:
+            result = asyncio.run(execute_paired(config, overrides, console))
+        else:
+            result = asyncio.run(execute(rf, resume=resume, console=console))
     except KeyboardInterrupt:
         return 130
     except ConfigError as exc:
@@ -38,6 +45,7 @@ def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], 
         no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
         attach: bool = typer.Option(False, "--attach", help="Services already run elsewhere (compose, k8s): publish run.started, follow, export, report"),
         max_staleness: int | None = typer.Option(None, "--max-staleness", help="0 = sync (the seed); k = async up to k versions"),
+        control: bool = typer.Option(False, "--control", help="Then run a paired no-train control (same seed, tasks, prompts, tree; run id <id>-control) and report train − control with a verdict"),
         set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set run.rounds=3 --set sampler.sampling.temperature=0.8")) -> None:
     """Start NATS and the four services, run every round, then export and report."""
     overrides = list(set_)
@@ -47,15 +55,20 @@ def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], 
         overrides.append("runner.attach=true")
     if max_staleness is not None:
         overrides.append(f"run.max_staleness={max_staleness}")
-    raise typer.Exit(_execute(config, overrides, resume))
+    raise typer.Exit(_execute(config, overrides, resume, control))
 
 
 def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no SFT warm start)"),
          sft_seconds: float = typer.Option(
              0.0, help="Cap the SFT warm start's wall time (its learning rate then decays over the cap); "
                        "0 = the recipe's fixed step count (~3.5 min on 2 CPU cores). Cached per setting"),
+         control: bool = typer.Option(True, "--control/--no-control",
+                                      help="Run the paired no-train control after the train arm and print the verdict"),
+         config: Path = typer.Option(DEMO_CONFIG, "--config",
+                                     help="Another run file with the demo policy, e.g. configs/learning-gpu.toml"),
          set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
-    """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds."""
+    """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds,
+    then the same rounds without training, and the verdict: did training (not search) help?"""
     overrides = list(set_)
     if not skip_sft:
         from services.learner.sft import prepare_demo_policy
@@ -66,4 +79,4 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
         budget = {"max_seconds": sft_seconds} if sft_seconds else {}
         model_dir = prepare_demo_policy(treegrpo_home() / "demo", overrides=budget)
         overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
-    raise typer.Exit(_execute(DEMO_CONFIG, overrides, ""))
+    raise typer.Exit(_execute(config, overrides, "", control))

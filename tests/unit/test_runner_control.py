@@ -1,0 +1,35 @@
+"""`treegrpo run --control`: the control arm is the train arm's run file with only training off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from treegrpo.config import ConfigError
+from treegrpo.runner._control import arms
+
+pytestmark = pytest.mark.timeout(30)
+
+DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.toml"
+
+
+def test_the_control_differs_from_the_train_arm_only_in_training_and_run_id():
+    train, control = arms(DEMO, ["run.seed=5", "learner.lr=3e-3", 'run.run_id="exp1"'])
+    t, c = train.spec(), control.spec()
+    assert (t.run_id, c.run_id) == ("exp1", "exp1-control")
+    assert t.train and not c.train
+    assert t.model_dump(exclude={"run_id", "train"}) == c.model_dump(exclude={"run_id", "train"})
+    assert t.seed == 5
+    for name in ("sampler", "executor", "grader", "learner"):
+        assert train.section(name) == control.section(name)
+
+
+def test_a_train_arm_without_a_run_id_gets_one_and_its_control_shares_it():
+    train, control = arms(DEMO, [])
+    assert train.spec().run_id and control.spec().run_id == train.spec().run_id + "-control"
+
+
+def test_control_of_a_no_train_run_is_refused():
+    with pytest.raises(ConfigError, match="train=false"):
+        arms(DEMO, ["run.train=false"])
