@@ -36,7 +36,6 @@ KINDS: dict[str, str] = {
     "policy_loaded": "policy.loaded",
     "dead_lettered": "dead.lettered",
 }
-FIELDS: dict[str, str] = {v: k for k, v in KINDS.items()}
 _BODY_TYPES = {name: pb.Event.DESCRIPTOR.fields_by_name[name].message_type.name for name in KINDS}
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
 

@@ -58,3 +58,20 @@ def kill_uid(uid: int) -> None:
         with contextlib.suppress(psutil.Error):
             if p.info["uids"] and p.info["uids"].real == uid:
                 p.kill()
+
+
+def host_unix_sockets() -> list[str]:
+    """Paths of the unix sockets bound in this network namespace (dbus, journald, docker, ...):
+    the jail puts /dev/null over each, so no host daemon is reachable by path. (Abstract sockets
+    need no mask: they belong to a network namespace, and the jail has its own.)"""
+    found = set()
+    try:
+        with open("/proc/net/unix") as fh:
+            next(fh, None)
+            for line in fh:
+                parts = line.split(None, 7)
+                if len(parts) == 8 and parts[7].startswith("/"):
+                    found.add(parts[7].rstrip("\n"))
+    except OSError:
+        return []
+    return sorted(found)

@@ -14,13 +14,14 @@ import re
 from kubernetes import client as k8s
 
 from services.executor._outcome import Job
+from services.executor._workspace import MAX_SUBMISSION
 from services.executor.config import K8sSettings
 
 APP_LABEL = "treegrpo-exec"
 EXIT_MARK = "@@TG-EXIT "
 SUB_MARK = "@@TG-SUB "
 WRAPPER = """\
-import base64, os, shutil, subprocess, sys, zlib
+import base64, os, shutil, stat, subprocess, sys, zlib
 for d in ('submission', 'tmp'):
     os.makedirs(d, exist_ok=True)
 shutil.copy('.code/script.py', 'script.py')
@@ -33,10 +34,16 @@ with open('.tg-out', 'rb') as f:
     f.seek(max(0, os.path.getsize('.tg-out') - {tail}))
     w(f.read())
 w(b'\\n{exit}%d\\n' % rc)
-p = 'submission/submission.csv'
-if os.path.isfile(p) and not os.path.islink(p):
-    with open(p, 'rb') as f:
-        w(b'{sub}' + base64.b64encode(zlib.compress(f.read())) + b'\\n')
+fl = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+try:  # no symlink followed at any component; regular files up to the cap only
+    d = os.open('submission', fl | os.O_DIRECTORY)
+    fd = os.open('submission.csv', fl, dir_fd=d)
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_size <= {cap}:
+        with os.fdopen(fd, 'rb') as f:
+            w(b'{sub}' + base64.b64encode(zlib.compress(f.read({cap}))) + b'\\n')
+except OSError:
+    pass
 sys.stdout.flush()
 sys.exit(rc)
 """
@@ -85,7 +92,7 @@ def pod(name: str, job: Job, cfg: K8sSettings, instance: str, tail_bytes: int) -
     env = [k8s.V1EnvVar(name=k, value=v) for k, v in {
         "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "HOME": "/workspace", "TMPDIR": "/workspace/tmp",
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}.items()]
-    code = WRAPPER.replace("{tail}", str(tail_bytes)).replace("{exit}", EXIT_MARK).replace("{sub}", SUB_MARK)
+    code = WRAPPER.replace("{tail}", str(tail_bytes)).replace("{cap}", str(MAX_SUBMISSION)).replace("{exit}", EXIT_MARK).replace("{sub}", SUB_MARK)
     container = k8s.V1Container(
         name="node", image=cfg.image, command=[cfg.python, "-I", "-c", code], working_dir="/workspace", env=env,
         resources=_resources(job),

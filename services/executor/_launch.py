@@ -1,17 +1,22 @@
-"""Sandbox launcher: run as `python -I -S _launch.py <spec>` by the local backend (stdlib only).
+"""Sandbox launcher: run as `python -I -S _launch.py` by the local backend (stdlib only).
 
-Started as root, it builds the node's jail and then becomes nothing but a waiter:
+The spec (a marshal'ed dict of plain values, see `encode_spec`) arrives on stdin, never in argv:
+argv is readable by anyone at /proc/<pid>/cmdline, the script included. Started as root, the
+launcher joins the node's cgroups (so every process of the node is inside from the start), builds
+the jail and then becomes nothing but a waiter:
 
   launcher (root, host pid ns)           forwards SIGTERM as SIGKILL to the jail's init
     `- init (root, pid 1 of a new pid/mount/net/ipc/uts namespace)
-         masks the hidden folders with empty read-only tmpfs, mounts a private /proc,
-         bind-mounts the public data read-only on ./input, then reaps
-         `- script (uid/gid of the node's slot, no groups, no_new_privs, rlimits, cpu affinity)
-              python -I -u script.py, cwd = the workspace
+         builds the jail (`_jail.build`: the node's own size- and inode-limited file system at
+         <jail_dir>/work, private /tmp /var/tmp /run /dev/shm /dev/mqueue, host sockets and hidden
+         folders masked, public data read-only at ./input), then reaps
+         `- script (uid/gid of the node's slot, no groups, no_new_privs, keyring syscalls denied,
+              rlimits, cpu affinity), python -I -u script.py, cwd = the workspace
 
-When the script exits, init exits, and the kernel kills every process left in the pid namespace
-(a background child cannot outlive its node). Killing init from outside has the same effect.
-A new network namespace has only a loopback device, down: no network at all.
+When the script exits, init kills everything else in the namespace, copies the submission out
+through the result descriptor (`result_fd`) and exits; the namespace and its mounts die with it. Killing
+init from outside has the same effect, without the copy. A new network namespace has only a
+loopback device, down: no network at all.
 Exit status: the script's exit code, or 128 + signal number when a signal ended it.
 """
 
@@ -24,11 +29,9 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 SETUP_FAILED = 125  # the jail could not be built: the executor records it, the script never ran
+NOTE = "treegrpo sandbox note: "
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -39,78 +42,7 @@ def _check(rc: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _mount(src, target, fstype, flags, data=None) -> None:
-    enc = [None if x is None else x.encode() for x in (src, target, fstype, data)]
-    _check(_libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]), f"mount {target}")
-
-
-def _build_jail(spec: dict) -> None:
-    """Mounts inside the new mount namespace (init, still root)."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks to the host
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    src, dst = spec.get("input_src"), os.path.join(spec["workspace"], "input")
-    if src:
-        _mount(src, dst, None, MS_BIND | MS_REC)
-        _mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_REC)
-    # the workspace reappears at a fixed, world-traversable path: its real parents (e.g. a 0700
-    # /tmp/pytest-of-root) need not be, and the script never learns where it really lives
-    jail = spec["jail_dir"]
-    _mount("tmpfs", jail, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
-    os.mkdir(os.path.join(jail, "work"), 0o755)
-    _mount(spec["workspace"], os.path.join(jail, "work"), None, MS_BIND | MS_REC)
-    for k, (path, size) in enumerate(spec.get("private_tmp", [])):  # world-writable host folders
-        if os.path.isdir(path):  # become the node's own; an interpreter living there stays (a CI clone in /tmp)
-            inner = [t for t in spec.get("expose", []) if t.startswith(path.rstrip("/") + "/")]
-            _cover(path, inner, jail, f"tmp{k}", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
-    for dev in spec.get("mask_devices", []):  # GPUs that are not the node's: /dev/null in their place
-        if os.path.exists(dev):
-            _mount("/dev/null", dev, None, MS_BIND)
-    _expose(spec.get("expose", []), jail)
-    for path in spec.get("hide", []):  # last: a hidden folder may be an ancestor of the workspace
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
-
-
-def _private_ancestor(path: str) -> str | None:
-    """The first folder on the way to `path` that others may not traverse (e.g. /root, 0700)."""
-    cur = "/"
-    for part in path.strip("/").split("/"):
-        cur = os.path.join(cur, part)
-        if os.path.isdir(cur) and not os.stat(cur).st_mode & 0o001:
-            return cur
-    return None
-
-
-def _expose(paths: list, jail: str) -> None:
-    """Keep the interpreter reachable for the unprivileged script when it lives under a private
-    folder (pyenv or conda under /root): cover that folder with an empty tmpfs and bind back only
-    the interpreter's trees. Everything else in it (root's home) disappears from the jail."""
-    groups: dict = {}
-    for p in paths:
-        anc = _private_ancestor(p)
-        if anc is not None and p != anc:
-            groups.setdefault(anc, []).append(p)
-    for i, (anc, inner) in enumerate(groups.items()):
-        _cover(anc, inner, jail, f"expose{i}", MS_NOSUID | MS_NODEV, "size=64k,mode=711")
-
-
-def _cover(path: str, inner: list[str], jail: str, tag: str, flags: int, data: str) -> None:
-    """An empty tmpfs over `path`, with the `inner` trees bound back at their own paths."""
-    stash = []
-    for j, p in enumerate(inner):
-        s = os.path.join(jail, f".{tag}_{j}")
-        os.mkdir(s, 0o700)
-        _mount(p, s, None, MS_BIND | MS_REC)
-        stash.append((s, p))
-    _mount("tmpfs", path, "tmpfs", flags, data)
-    for s, p in stash:
-        os.makedirs(p, mode=0o711, exist_ok=True)
-        _mount(s, p, None, MS_BIND | MS_REC)
-        _check(_libc.umount2(s.encode(), MNT_DETACH), f"umount {s}")
-        os.rmdir(s)
-
-
-def _become_script(spec: dict) -> None:
+def _become_script(spec: dict, jailed: bool) -> None:
     """The grandchild: limits, then the unprivileged identity, then exec. Never returns."""
     os.setsid()
     for name, value in spec.get("rlimits", {}).items():
@@ -125,11 +57,15 @@ def _become_script(spec: dict) -> None:
         os.setresgid(gid, gid, gid)
     if uid is not None:
         os.setresuid(uid, uid, uid)
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.chdir(spec["cwd"])
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
+    if jailed:
+        import _jail
+
+        _jail.deny_keyrings()  # last: everything above may still need any syscall
     argv = spec["argv"]
     err = os.dup(2)
     os.set_inheritable(err, False)
@@ -148,19 +84,33 @@ def _exit_code(status: int) -> int:
 def _init(spec: dict, jailed: bool) -> None:
     """pid 1 of the jail: build it, start the script, reap everything, exit with the script's code."""
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the script come back to us
+    root_fd = None
     try:
         if jailed:
-            _build_jail(spec)
+            import _jail
+
+            if spec.get("probe"):
+                _jail.probe(spec)
+            else:
+                root_fd = _jail.build(spec)
         pid = os.fork()
     except OSError as exc:
         os.write(2, f"treegrpo sandbox setup failed: {exc}\n".encode())
         os._exit(SETUP_FAILED)
     if pid == 0:
         try:
-            _become_script(spec)
+            _become_script(spec, jailed)
         except Exception as exc:  # report and die; never run the script half-jailed
             os.write(2, f"treegrpo sandbox setup failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
+    code = _reap(pid, spec, jailed)
+    if root_fd is not None:
+        _collect(root_fd, spec)
+    os._exit(code)
+
+
+def _reap(pid: int, spec: dict, jailed: bool) -> int:
+    """Wait for the script; then nothing else of the node may live on (or touch its files)."""
     code, script_done = SETUP_FAILED, False
     while True:
         if script_done:
@@ -168,13 +118,30 @@ def _init(spec: dict, jailed: bool) -> None:
         try:
             done, status = os.wait()
         except ChildProcessError:
-            break
+            return code
         if done == pid:
             code, script_done = _exit_code(status), True
             if jailed:
-                break  # our exit kills whatever the script left behind in the namespace
-            _kill_as(spec.get("uid"))  # no namespace: end every process of the slot's uid
-    os._exit(code)
+                try:
+                    os.kill(-1, signal.SIGKILL)  # as pid 1: every other process of the namespace
+                except ProcessLookupError:
+                    pass  # there was none
+            else:
+                _kill_as(spec.get("uid"))  # no namespace: end every process of the slot's uid
+
+
+def _collect(root_fd: int, spec: dict) -> None:
+    """Copy the submission out (nothing of the script runs any more) and say why a limit was hit."""
+    import _jail
+
+    notes = []
+    try:
+        notes.append(_jail.copy_submission(root_fd, spec["result_fd"], spec["submission_cap"]))
+        notes.append(_jail.disk_note(root_fd))
+    except OSError as exc:
+        notes.append(f"submission not copied: {exc}")
+    for note in filter(None, notes):
+        os.write(2, f"{NOTE}{note}\n".encode())
 
 
 def _kill_as(uid) -> None:
@@ -206,16 +173,41 @@ def _kill_children() -> None:
             continue
 
 
-def main() -> None:
-    spec = marshal.loads(bytes.fromhex(sys.argv[1]))  # the spec: a dict of plain values, see encode_spec
-    jailed = bool(spec.get("namespaces"))
-    if jailed:
-        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+def _read_spec() -> dict:
+    """The spec from stdin, which then becomes /dev/null for the script."""
+    chunks = []
+    while chunk := os.read(0, 1 << 20):
+        chunks.append(chunk)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return marshal.loads(b"".join(chunks))
+
+
+def _join_cgroups(spec: dict) -> None:
+    me = str(os.getpid()).encode()
+    for procs in spec.get("cgroup_procs", []):
+        fd = os.open(procs, os.O_WRONLY)
         try:
+            os.write(fd, me)
+        finally:
+            os.close(fd)
+
+
+def main() -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `_jail`, next to us
+    try:
+        spec = _read_spec()
+        if "result_fd" in spec:
+            os.set_inheritable(spec["result_fd"], False)  # for init only: never across the script's exec
+        _join_cgroups(spec)
+        jailed = bool(spec.get("namespaces"))
+        if jailed:
+            flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
             _check(_libc.unshare(flags), "unshare")
-        except OSError as exc:
-            os.write(2, f"treegrpo sandbox setup failed: {exc}\n".encode())
-            os._exit(SETUP_FAILED)
+    except (OSError, ValueError, EOFError) as exc:
+        os.write(2, f"treegrpo sandbox setup failed: {exc}\n".encode())
+        os._exit(SETUP_FAILED)
     pid = os.fork()
     if pid == 0:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -230,9 +222,9 @@ def main() -> None:
     os._exit(_exit_code(status))
 
 
-def encode_spec(spec: dict) -> str:
-    """What the executor passes as argv[1]: marshal is built in, so decoding costs no import."""
-    return marshal.dumps(spec).hex()
+def encode_spec(spec: dict) -> bytes:
+    """What the executor writes to the launcher's stdin: marshal is built in, so decoding costs no import."""
+    return marshal.dumps(spec)
 
 
 if __name__ == "__main__":

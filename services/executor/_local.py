@@ -1,11 +1,13 @@
 """Local sandbox backend: each node runs as a jailed, unprivileged process tree on this machine.
 
 What is enforced where (docs/EXECUTOR.md has the full table):
-- launcher (`_launch.py`): namespaces (pid/mount/net/ipc/uts), hidden folders, read-only input,
-  the slot's uid/gid, rlimits (AS for CPU nodes, NPROC, FSIZE, CPU, NOFILE, CORE), CPU affinity;
-- this module: the wall-clock timeout, the output cap, the workspace-disk cap, a resident-memory
-  watch (GPU nodes have no RLIMIT_AS: CUDA reserves huge address space), the GPU-idle guard, and
-  the final kill of everything the node started.
+- the kernel, per node: a cgroup (`_cgroup.py`: memory with shmem/tmpfs, cpuset, pids), its own
+  file system with a byte and an inode limit (`_jail.py`), namespaces, a seccomp filter;
+- launcher (`_launch.py`, `_jail.py`): the jail's mounts, the slot's uid/gid, rlimits (AS for CPU
+  nodes, NPROC, FSIZE, CPU, NOFILE, CORE), the submission copied out without following links;
+- this module: the wall-clock timeout, the output cap, the GPU-idle guard, the final kill of
+  everything the node started, and (only where the kernel mechanism is missing) polling of the
+  workspace size and resident memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import glob
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -23,16 +26,19 @@ import time
 from pathlib import Path
 
 from services.executor import _workspace as wsmod
+from services.executor._cgroup import Cgroups
 from services.executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
 from services.executor._host import (
-    SandboxError,
     cpu_set,
+    host_unix_sockets,
     interpreter_trees,
     kill_uid,
     require_traversable,
     tree_rss,
 )
+from services.executor._images import ImagePool
 from services.executor._launch import encode_spec
+from services.executor._node import Node, Run, classify, cleanup, disk_bytes, inodes, result_bytes, stage
 from services.executor._outcome import (
     CRASHED,
     GIB,
@@ -42,33 +48,13 @@ from services.executor._outcome import (
     Job,
     Outcome,
     Timings,
-    exc_type_from_output,
-    signal_name,
     tail,
 )
 from services.executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("_launch.py"))
-SETUP_FAILED = 125
 _PASS_ENV = ("LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
-
-
-class _Run:
-    """Book-keeping of one running node: its process, its output, why it was killed."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, keep_bytes: int):
-        self.proc = proc
-        self.buf = bytearray()
-        self.keep = keep_bytes
-        self.total = 0
-        self.killed_for: tuple[str, str | None] | None = None  # (status, exc_type)
-
-    def kill(self, status: str, exc_type: str | None) -> None:
-        if self.killed_for is None:
-            self.killed_for = (status, exc_type)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)  # the launcher SIGKILLs the jail's init
 
 
 class LocalBackend:
@@ -79,14 +65,17 @@ class LocalBackend:
         self.root = Path(cfg.local.workspace_root)
         self.is_root = os.geteuid() == 0
         self.jailed = False
+        self.cgroups: Cgroups | None = None
+        self.disk = cfg.local.disk
         self.slots: asyncio.Queue[int] = asyncio.Queue()
         for k in range(cfg.max_concurrency):
             self.slots.put_nowait(k)
         self.gpus = GpuPool(cfg.local.gpu_devices)
         self.reader = reader
-        self.running: dict[str, _Run] = {}
+        self.running: dict[str, Run] = {}
         self.host = socket.gethostname()
         self.python = cfg.local.python or sys.executable
+        self.images = ImagePool(self.root, spares=cfg.max_concurrency)
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -95,15 +84,28 @@ class LocalBackend:
         self.jailed = self.is_root and self.cfg.local.namespaces and await self._probe_namespaces()
         if self.is_root and not self.jailed:
             require_traversable(self.root)
-        log.info("local sandbox: root=%s jailed=%s uid-drop=%s", self.root, self.jailed, self.is_root)
+        if self.is_root and self.cfg.local.cgroups:
+            self.cgroups = await asyncio.to_thread(Cgroups.detect, self.cfg.local.cgroup_root)
+        if self.cgroups is None:
+            log.warning("local sandbox WITHOUT cgroups: memory is bounded only by RLIMIT_AS and an RSS poll "
+                        "(shmem, memfd and tmpfs pages are not counted), sched_setaffinity can widen a node's "
+                        "CPU set, and processes are bounded only by the per-uid RLIMIT_NPROC")
+        if self.jailed and self.disk != "tmpfs" and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control")):
+            log.warning("no mkfs.ext4 or /dev/loop-control: every node's disk is a tmpfs, in RAM")
+            self.disk = "tmpfs"
+        if not self.jailed:
+            log.warning("local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
+                        "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, keyrings are not filtered")
+        log.info("local sandbox: root=%s jailed=%s uid-drop=%s cgroups=%s disk=%s", self.root, self.jailed,
+                 self.is_root, self.cgroups.kind if self.cgroups else None, self.disk if self.jailed else "host folder")
 
     async def _probe_namespaces(self) -> bool:
-        spec = {"namespaces": True, "workspace": str(self.root), "jail_dir": self.cfg.local.jail_dir,
-                "cwd": "/", "argv": ["/bin/true"], "env": {}, "hide": [], "input_src": None}
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, encode_spec(spec),
+        spec = {"namespaces": True, "probe": True, "jail_dir": self.cfg.local.jail_dir, "cwd": "/",
+                "argv": ["/bin/true"], "env": {}}
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.PIPE)
-        _, err = await proc.communicate()
+        _, err = await proc.communicate(encode_spec(spec))
         if proc.returncode != 0:
             log.warning("namespaces unavailable (%s); sandbox runs without them", err.decode().strip())
         return proc.returncode == 0
@@ -112,38 +114,56 @@ class LocalBackend:
         t0 = time.monotonic()
         slot = await self.slots.get()
         device = None
+        node = Node(wsmod.token())
         try:
             if job.limits.gpu:
                 device = await self.gpus.acquire()
             t_pending = time.monotonic() - t0
             uid = self.cfg.local.sandbox_uid_base + slot if self.is_root else None
             public = wsmod.public_dir(self.cfg.public_data_roots, job.task)
-            ws = wsmod.prepare(self.root, f"{job.run_id}.{job.node_id}", job.code, uid, self.jailed, public)
+            node.disk = self._disk_kind(job.limits)
+            await asyncio.to_thread(stage, node, job, uid, public, cpu_set(slot, job.limits.cpu), self)
+            if node.disk == "loop":
+                node.image = await self.images.take(disk_bytes(job.limits),
+                                                    inodes(job.limits, self.cfg.local.inodes_per_gib))
             t_stage = time.monotonic() - t0 - t_pending
-            out = await self._execute_and_collect(job, ws, slot, device, public)
+            out = await self._execute_and_collect(job, node, uid, slot, device, public)
             out.timings.pending, out.timings.stage = t_pending, t_stage
             out.where = f"local:{self.host}/slot{slot}"
             return out
         finally:
+            await asyncio.to_thread(cleanup, node, self.cfg.local.keep_workspaces)
+            if node.image is not None and not self.cfg.local.keep_workspaces:
+                self.images.discard(node.image)
             self.gpus.release(device)
             self.slots.put_nowait(slot)
 
-    async def _execute_and_collect(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None,
+    async def _execute_and_collect(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
                                    public: Path | None) -> Outcome:
-        try:
-            out = await self._execute(job, ws, slot, device, public)
-            t_ret = time.monotonic()
-            if out.status == OK:
-                out.submission = wsmod.read_submission(ws)
-                if out.submission is None:
-                    out.status = NO_SUBMISSION
-        finally:
-            if not self.cfg.local.keep_workspaces:
-                await asyncio.to_thread(wsmod.remove, ws)
+        out, notes = await self._execute(job, node, uid, slot, device, public)
+        t_ret = time.monotonic()
+        if out.status == OK:
+            if self.jailed:
+                out.submission = await asyncio.to_thread(result_bytes, node.result)
+            else:
+                out.submission = await asyncio.to_thread(wsmod.read_submission, node.ws_fd)
+            if out.submission is None:
+                out.status = NO_SUBMISSION
+        if notes:
+            out.term_tail = tail(out.term_tail + "".join(f"\n[sandbox] {n}" for n in notes),
+                                 self.cfg.tail_lines, self.cfg.tail_bytes)
         out.timings = Timings(exec=out.exec_time, retrieve=time.monotonic() - t_ret)
         return out
 
-    def _spec(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None, public: Path | None) -> dict:
+    def _disk_kind(self, lim) -> str | None:
+        if not self.jailed:
+            return None
+        if self.disk == "auto":
+            return "tmpfs" if lim.ephemeral_gib <= self.cfg.local.tmpfs_max_gib else "loop"
+        return self.disk
+
+    def _spec(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
+              public: Path | None) -> dict:
         lim = job.limits
         threads = str(max(1, int(lim.cpu)))
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
@@ -151,7 +171,7 @@ class LocalBackend:
                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
                "CUDA_VISIBLE_DEVICES": device if device is not None else "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         env.update({k: os.environ[k] for k in _PASS_ENV if k in os.environ})
-        cwd = os.path.join(self.cfg.local.jail_dir, "work") if self.jailed else str(ws.path)
+        cwd = os.path.join(self.cfg.local.jail_dir, "work") if self.jailed else str(node.ws.path)
         env.update(HOME=cwd, TMPDIR=os.path.join(cwd, "tmp"))
         rl = {"NPROC": lim.nproc, "FSIZE": int(lim.ephemeral_gib * GIB), "NOFILE": lim.nofile, "CORE": 0,
               "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1}
@@ -159,12 +179,20 @@ class LocalBackend:
             rl["AS"] = int(lim.mem_gib * GIB)
         keep = interpreter_trees(self.python)
         hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [str(self.root)]
-        return {"namespaces": self.jailed, "workspace": str(ws.path), "cwd": cwd,
-                "jail_dir": self.cfg.local.jail_dir, "uid": ws.uid, "gid": ws.gid, "rlimits": rl,
-                "cpus": cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
-                "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 1024))}m")], "expose": keep, "input_src": str(public) if public else None,
-                "argv": [self.python, "-I", "-u", "script.py"], "env": env}
-
+        spec = {"namespaces": self.jailed, "cwd": cwd, "jail_dir": self.cfg.local.jail_dir, "uid": uid, "gid": uid,
+                "rlimits": rl, "cpus": cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
+                "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/run", "64m"), ("/var/run", "64m"),
+                                ("/var/lock", "16m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 512))}m")],
+                "expose": keep, "input_src": str(public) if public else None,
+                "argv": [self.python, "-I", "-u", "script.py"], "env": env,
+                "cgroup_procs": node.cg.procs_files if node.cg else []}
+        if self.jailed:
+            disk = {"kind": "tmpfs", "bytes": disk_bytes(lim), "inodes": inodes(lim, self.cfg.local.inodes_per_gib)}
+            if node.image is not None:
+                disk = {"kind": "loop", "image": str(node.image)}
+            spec.update(disk=disk, code=job.code.encode("utf-8", "surrogateescape"), mask_sockets=host_unix_sockets(),
+                        result_fd=node.result.fileno(), submission_cap=wsmod.MAX_SUBMISSION)
+        return spec
     def _other_gpus(self, device: str | None) -> list[str]:
         """Device files of every GPU but the node's (all of them for a CPU node), so overriding
         CUDA_VISIBLE_DEVICES reaches nothing: the file is /dev/null in the jail."""
@@ -175,16 +203,21 @@ class LocalBackend:
         minor = getattr(self.reader, "minor", None)
         return minor(device) if callable(minor) else int(device)
 
-    async def _execute(self, job: Job, ws: wsmod.Workspace, slot: int, device: str | None,
-                       public: Path | None) -> Outcome:
-        spec = self._spec(job, ws, slot, device, public)
+    async def _execute(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
+                       public: Path | None) -> tuple[Outcome, list[str]]:
+        spec = self._spec(job, node, uid, slot, device, public)
         t0 = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", LAUNCHER, encode_spec(spec), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
-        run = _Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes))
+            sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            pass_fds=(node.result.fileno(),) if node.result is not None else ())
+        run = Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes), cg=node.cg)
         self.running[job.node_id] = run
-        guards = [asyncio.create_task(self._watch_usage(run, ws, job))]
+        proc.stdin.write(encode_spec(spec))
+        with contextlib.suppress(ConnectionError):
+            await proc.stdin.drain()
+        proc.stdin.close()
+        guards = [asyncio.create_task(self._watch_usage(run, node, job))]
         policy = IdlePolicy(self.cfg.gpu_guard.grace_s, self.cfg.gpu_guard.threshold_pct)
         if device is not None and self.reader is not None and self.cfg.gpu_guard.enabled:
             guards.append(asyncio.create_task(watch(self.reader, device, policy, self.cfg.gpu_guard.poll_s,
@@ -199,29 +232,31 @@ class LocalBackend:
             run.kill(CRASHED, "ExecutorShutdown")
             raise
         finally:
-            await self._reap(run, ws)
+            await self._reap(run, uid)
             for g in guards:
                 g.cancel()
             self.running.pop(job.node_id, None)
         exec_time = time.monotonic() - t0
         await asyncio.wait([reader], timeout=5)
         setup_err = (await err_task).decode("utf-8", "replace")
-        out = self._classify(run, setup_err, exec_time)
+        out, notes = classify(run, setup_err, exec_time, job, self.cfg)
         out.gpu_util = policy.mean_util if device is not None else None
-        return out
+        return out, notes
 
-    async def _reap(self, run: _Run, ws: wsmod.Workspace) -> None:
-        """Make sure nothing of the node survives: the launcher's group, the jail, and (unjailed)
-        every process of the slot's uid, which catches children that called setsid()."""
+    async def _reap(self, run: Run, uid: int | None) -> None:
+        """Make sure nothing of the node survives: the launcher's group, the jail, the cgroup, and
+        (unjailed) every process of the slot's uid, which catches children that called setsid()."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.proc.wait(), 5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(run.proc.pid, signal.SIGKILL)
         await run.proc.wait()
-        if not self.jailed and ws.uid is not None:
-            await asyncio.to_thread(kill_uid, ws.uid)
+        if run.cg is not None:
+            await asyncio.to_thread(run.cg.kill_all)
+        if not self.jailed and uid is not None:
+            await asyncio.to_thread(kill_uid, uid)
 
-    async def _read_output(self, run: _Run) -> None:
+    async def _read_output(self, run: Run) -> None:
         stream = run.proc.stdout
         while chunk := await stream.read(65536):
             run.total += len(chunk)
@@ -231,37 +266,21 @@ class LocalBackend:
             if run.total > self.cfg.caps.output_bytes:
                 run.kill(CRASHED, "OutputLimitExceeded")
 
-    async def _watch_usage(self, run: _Run, ws: wsmod.Workspace, job: Job) -> None:
-        """Workspace disk (all files together; RLIMIT_FSIZE only bounds each file) and resident memory."""
+    async def _watch_usage(self, run: Run, node: Node, job: Job) -> None:
+        """Polling, only where the kernel does not enforce: the unjailed workspace's size (jailed,
+        the node's file system is the limit) and resident memory without a memory cgroup."""
         disk_cap = job.limits.ephemeral_gib * GIB * 1.02 + 2**20  # block slack: one full file is FSIZE's case
         mem_cap = job.limits.mem_gib * GIB
+        if self.jailed and run.cg is not None:
+            return
         while True:
             await asyncio.sleep(self.cfg.local.disk_poll_s)
-            used = await asyncio.to_thread(wsmod.size_bytes, ws.path)
-            if used > disk_cap:
+            if node.ws is not None and await asyncio.to_thread(wsmod.size_bytes, node.ws.path) > disk_cap:
                 run.kill(CRASHED, "DiskQuotaExceeded")
                 return
-            if await asyncio.to_thread(tree_rss, run.proc.pid) > mem_cap:
+            if run.cg is None and await asyncio.to_thread(tree_rss, run.proc.pid) > mem_cap:
                 run.kill(CRASHED, "MemoryError")
                 return
-
-    def _classify(self, run: _Run, setup_err: str, exec_time: float) -> Outcome:
-        text = run.buf.decode("utf-8", "replace")
-        term = tail(text, self.cfg.tail_lines, self.cfg.tail_bytes)
-        rc = run.proc.returncode
-        if run.killed_for == (CRASHED, "ExecutorShutdown"):
-            raise SandboxError("executor shut down while the node ran; it will run again")
-        if run.killed_for is not None:
-            status, exc = run.killed_for
-            return Outcome(status=status, exc_type=exc, exec_time=exec_time, term_tail=term)
-        if rc == SETUP_FAILED and "treegrpo sandbox setup failed" in setup_err:
-            raise SandboxError(setup_err.strip()[-500:])
-        if rc == 128 + signal.SIGXCPU:
-            return Outcome(status=TIMEOUT, exec_time=exec_time, term_tail=term)
-        if rc != 0:
-            exc = exc_type_from_output(text) or signal_name(rc) or "SystemExit"
-            return Outcome(status=CRASHED, exc_type=exc, exec_time=exec_time, term_tail=term)
-        return Outcome(status=OK, exec_time=exec_time, term_tail=term)
 
     async def close(self) -> None:
         """Kill every running node (their messages are nak'ed and run again elsewhere)."""
@@ -271,3 +290,6 @@ class LocalBackend:
             if not self.running:
                 break
             await asyncio.sleep(0.1)
+        await self.images.close()
+        if self.cgroups is not None:
+            self.cgroups.close()

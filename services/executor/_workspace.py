@@ -1,22 +1,30 @@
-"""One workspace per node: `script.py`, `submission/`, `tmp/`, and `input/` (the task's public data).
+"""Workspaces: the node's own file system (jailed) or a host folder (no namespaces, e.g. not root).
 
-Layout and ownership, when the executor runs as root:
-  <workspace_root>/             root, 0711: a sandboxed script cannot list its neighbours
-    <run>.<node>/               uid of the node's slot, 0700: nor enter them
-      script.py  submission/  tmp/
-      input/                    jailed: an empty mount point the launcher bind-mounts read-only;
-                                unjailed: a symlink to the public folder (root-owned, so read-only)
+Jailed (root + namespaces, this machine, CI): nothing of the node lives in a host folder. Its
+workspace is a file system made for it and mounted only inside its mount namespace
+(`_jail.build`): an ext4 image under <workspace_root> loop-mounted (`disk = "loop"`) or a tmpfs
+(`disk = "tmpfs"`, whose pages count against the node's memory), both with a byte and an inode
+limit. Cleanup is one unlink of the image; a tree the script leaves (any depth, any name length,
+any permissions) dies with the mount.
+
+Unjailed: `<workspace_root>/<random>/` (uid of the node's slot, 0700), so nodes cannot name each
+other's folders; removed by `rm -rf` (fts: no recursion limit, no path length limit).
+Either way the layout the script sees is: script.py  submission/  tmp/  input/ (public data).
+Names are random tokens, never derived from run or node ids.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import shutil
+import secrets
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 MAX_SUBMISSION = 512 * 2**20
 
@@ -61,19 +69,38 @@ def hidden_dirs(configured: list[str], roots: list[str], keep: list[str]) -> lis
     return sorted(set(found))
 
 
-def prepare(root: Path, name: str, code: str, uid: int | None, jailed: bool, public: Path | None) -> Workspace:
+def token() -> str:
+    return secrets.token_hex(16)
+
+
+def make_image(root: Path, size: int, inodes: int) -> Path:
+    """A sparse ext4 image of `size` bytes with exactly `inodes` inodes (the node's disk limits)."""
+    root.mkdir(parents=True, exist_ok=True)
+    img = root / f"{token()}.img"
+    try:
+        with open(os.open(img, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
+            fh.truncate(size)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-N", str(inodes), "-m", "0", "-O", "^has_journal,^resize_inode",
+                        "-E", "lazy_itable_init=1,nodiscard", str(img)],
+                       check=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        img.unlink(missing_ok=True)
+        raise WorkspaceError(f"cannot make the workspace image: {exc}") from exc
+    return img
+
+
+def prepare(root: Path, code: str, uid: int | None, public: Path | None) -> Workspace:
+    """An unjailed workspace: a host folder with a random name."""
     root.mkdir(parents=True, exist_ok=True)
     if uid is not None:
         os.chmod(root, 0o711)
-    ws = root / name
-    if ws.exists():  # a redelivered node: start clean
-        remove(Workspace(ws, uid, uid))
+    ws = root / token()
     try:
         ws.mkdir(mode=0o700)
         for sub in ("submission", "tmp"):
             (ws / sub).mkdir()
         (ws / "script.py").write_text(code, encoding="utf-8", errors="surrogateescape")
-        if jailed or public is None:
+        if public is None:
             (ws / "input").mkdir()
         else:
             (ws / "input").symlink_to(public, target_is_directory=True)
@@ -85,11 +112,17 @@ def prepare(root: Path, name: str, code: str, uid: int | None, jailed: bool, pub
     return Workspace(ws, uid, uid)
 
 
-def read_submission(ws: Workspace) -> bytes | None:
-    """The submission bytes, refusing symlinks and non-regular files (the script is untrusted and
-    we read as root: a symlink to /etc/shadow must not become a 'submission')."""
+def read_submission(root_fd: int) -> bytes | None:
+    """submission/submission.csv below a workspace descriptor opened before the script started:
+    O_NOFOLLOW on every component (a symlinked folder is refused like a symlinked file), regular
+    files only, at most MAX_SUBMISSION bytes. We read as root; the script chose the names."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(ws.submission, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        sub = os.open("submission", flags | os.O_DIRECTORY, dir_fd=root_fd)
+        try:
+            fd = os.open("submission.csv", flags, dir_fd=sub)
+        finally:
+            os.close(sub)
     except OSError:
         return None
     try:
@@ -103,25 +136,28 @@ def read_submission(ws: Workspace) -> bytes | None:
 
 
 def size_bytes(path: Path) -> int:
-    """Bytes used under a workspace (not following links, not entering input/)."""
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(path):
-        if dirpath == str(path) and "input" in dirnames:
-            dirnames.remove("input")
-        for fn in filenames:
-            try:
-                total += os.lstat(os.path.join(dirpath, fn)).st_blocks * 512
-            except OSError:
-                continue
-    return total
+    """Bytes of blocks used under an unjailed workspace: `du` (fts) reaches any depth and any path
+    length, which a Python walk by path does not (ENAMETOOLONG past 4096 bytes hides the data).
+    `input` is a symlink there and du follows none."""
+    try:
+        out = subprocess.run(["du", "-s", "-x", "-B1", "--", str(path)], capture_output=True, timeout=120).stdout
+        return int(out.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return 0
 
 
-def remove(ws: Workspace) -> None:
-    def _unlock(func, p, _exc):  # a script may chmod 000 its own folders; root can still fix that
-        os.chmod(p, 0o700)
-        func(p)
-
-    if ws.path.is_symlink():
-        ws.path.unlink()
-        return
-    shutil.rmtree(ws.path, onerror=_unlock)
+def remove(path: Path) -> None:
+    """Remove a workspace folder or image whatever the script left in it; never raises."""
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+            return
+        if not path.exists():
+            return
+        if os.geteuid() != 0:  # root ignores modes; the owner must first give itself back access
+            subprocess.run(["chmod", "-R", "u+rwx", "--", str(path)], capture_output=True, timeout=600)
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not remove workspace %s: %s", path, exc)
+    if os.path.lexists(path):
+        log.warning("workspace %s is still there after removal", path)

@@ -44,22 +44,27 @@ class CapSettings(Section):
     """What this executor can give one node, whatever it declared."""
 
     cpu: float = Field(default_factory=lambda: float(os.cpu_count() or 1), gt=0, description="Most cores a node gets (default: this machine's count)")
-    mem_gib: float = Field(default=64, gt=0, description="Most GiB of address space (RLIMIT_AS) / pod memory limit")
-    ephemeral_gib: float = Field(default=50, gt=0, description="Most GiB of workspace disk (per-file RLIMIT_FSIZE and the disk watch)")
-    nproc: int = Field(default=256, ge=8, description="Most processes/threads of the node's sandbox uid (RLIMIT_NPROC)")
+    mem_gib: float = Field(default=64, gt=0, description="Most GiB of memory: the node cgroup's limit (shmem and tmpfs included), RLIMIT_AS of CPU nodes, the pod memory limit")
+    ephemeral_gib: float = Field(default=50, gt=0, description="Most GiB of workspace disk: the node file system's size, per-file RLIMIT_FSIZE, the pod emptyDir sizeLimit")
+    nproc: int = Field(default=256, ge=8, description="Most processes/threads of a node (cgroup pids.max, and RLIMIT_NPROC of its sandbox uid)")
     nofile: int = Field(default=1024, ge=64, description="Most open files (RLIMIT_NOFILE)")
     output_bytes: int = Field(default=64 * 2**20, ge=4096, description="Most bytes of stdout+stderr before the node is killed")
 
 
 class LocalSettings(Section):
     workspace_root: str = Field(default_factory=lambda: str(treegrpo_home() / "executor" / "workspaces"), description="One folder per node is made under here")
-    keep_workspaces: bool = Field(default=False, description="Keep a node's workspace after it ran (debugging)")
+    keep_workspaces: bool = Field(default=False, description="Keep a node's workspace after it ran (debugging): the host folder unjailed, the ext4 image of a loop disk (a tmpfs disk dies with the node)")
     sandbox_uid_base: int = Field(default=61000, ge=1000, description="Slot k runs as uid/gid base+k (when started as root), so nodes cannot read each other")
     namespaces: bool = Field(default=True, description="Use user-less mount/pid/net/ipc/uts namespaces when the kernel allows (root only)")
     hidden_paths: list[str] = Field(default_factory=lambda: [str(treegrpo_home() / "tasks" / "private")], description="Folders masked with an empty tmpfs inside the sandbox (answers); `prepared/private` under each public root is added")
     python: str = Field(default="", description="Interpreter the scripts run with (needs the ML stack); empty: the service's own")
     jail_dir: str = Field(default="/mnt", description="Existing folder the jail covers with a tmpfs to show the workspace at <jail_dir>/work (inside the jail only)")
-    disk_poll_s: float = Field(default=1.0, gt=0, description="How often the workspace size is checked against `ephemeral`")
+    disk_poll_s: float = Field(default=1.0, gt=0, description="Unjailed only: how often the workspace folder's size is checked against `ephemeral`")
+    disk: Literal["auto", "loop", "tmpfs"] = Field(default="auto", description="A jailed node's file system (`ephemeral` bytes, `inodes_per_gib` inodes): `tmpfs` (RAM: the node's memory limit grows by it), `loop` (an ext4 image on the host's disk, loop-mounted), `auto`: tmpfs up to `tmpfs_max_gib`, loop above")
+    tmpfs_max_gib: float = Field(default=4, ge=0, description="With disk = auto: the largest `ephemeral` given a tmpfs (faster to make and tear down than a loop mount)")
+    inodes_per_gib: int = Field(default=65536, ge=1024, description="Inodes of a node's file system per GiB of `ephemeral` (at least 1024)")
+    cgroups: bool = Field(default=True, description="Put each node in its own cgroup (memory incl. shmem, cpuset, pids) when root; off: polling and rlimits only")
+    cgroup_root: str = Field(default="/sys/fs/cgroup", description="Where the cgroup file systems are mounted (v2 there or at ./unified, v1 per controller)")
     gpu_devices: list[str] = Field(default_factory=list, description="GPU indices a GPU node may get (CUDA_VISIBLE_DEVICES); empty: GPU nodes run without one")
 
 

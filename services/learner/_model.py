@@ -63,6 +63,24 @@ def parts(model) -> tuple[torch.nn.Module, torch.Tensor]:
     return decoder, head.weight
 
 
+class PackedPolicy(torch.nn.Module):
+    """Decoder stack + chunked LM head as one module: what a step calls per micro-batch. Sharded
+    with FSDP, its forward is the root unit that gathers embeddings, final norm and LM head."""
+
+    def __init__(self, model):
+        super().__init__()
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.decoder, _ = parts(model)
+        self.head = base.lm_head
+
+    def forward(self, input_ids, position_ids, rows, targets, chunk: int, **varlen):
+        from services.learner._logprobs import chunked_logprobs
+
+        out = self.decoder(input_ids=input_ids, position_ids=position_ids, use_cache=False, **varlen)
+        flat = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])
+        return chunked_logprobs(flat.index_select(0, rows), self.head.weight, targets, chunk)
+
+
 def adapter_disabled(model):
     """Context in which the model is the reference (base) policy: no second model in memory."""
     if hasattr(model, "disable_adapter"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -17,7 +17,7 @@ from services.learner._buffer import Batch, GroupBuffer, Member
 from services.learner._model import load_base, wrap_lora
 from services.learner._publish import Publisher, read_archive, write_archive
 from services.learner._telemetry import phase_spans, step_context
-from services.learner._trainer import PolicyTrainer, TrainSample
+from services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
 from services.learner.config import LearnerConfig
 from treegrpo import events as ev_mod
 from treegrpo.bus import ADAPTERS, Bus, TransientError
@@ -35,7 +35,6 @@ class RunLearner:
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
-        self.record: dict = {}
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(bus, producer, cfg.sampler_endpoints, cfg.expect_loaded, cfg.push_timeout_s,
@@ -54,12 +53,22 @@ class RunLearner:
     def _build(self) -> None:
         import torch
 
+        if len(self.cfg.devices) > 1:  # N ranks, sharded; rank 0 runs here (services/learner/_ranks.py)
+            from services.learner._ranks import RankedTrainer, RankSpec
+
+            self.trainer = RankedTrainer(RankSpec.from_config(self.cfg, self.model_path))
+            self.model = self.trainer.model
+            return
         if self.cfg.torch_threads:
             torch.set_num_threads(self.cfg.torch_threads)
         torch.manual_seed(self.cfg.seed)
-        base = load_base(self.model_path, self.cfg.dtype, self.cfg.device)
+        device = self.cfg.devices[0] if self.cfg.devices else self.cfg.device
+        base = load_base(self.model_path, self.cfg.dtype, device)
+        if self.cfg.gradient_checkpointing:
+            base.train()  # transformers checkpoints layers only in training mode
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = wrap_lora(base, self.cfg.lora)
-        self.trainer = PolicyTrainer(self.model, self.cfg)
+        self.trainer = PolicyTrainer(self.model, replace(TrainerSettings.from_config(self.cfg), device=device))
 
     async def _latest_published(self) -> pb.PolicyPublished | None:
         latest = None
@@ -74,7 +83,7 @@ class RunLearner:
         trainer_state = None
         if path is not None:
             state, trainer_state, adapter = ckpt.load(path)
-            await asyncio.to_thread(ckpt.load_adapter_weights, self.model, adapter)
+            await asyncio.to_thread(self.trainer.load_adapter, adapter)
             self._adopt(state)
         pub = await self._latest_published()
         if pub is not None and pub.version > self.state.step:
@@ -89,14 +98,13 @@ class RunLearner:
     def _adopt(self, state: ckpt.LearnerState) -> None:
         self.state = state
         self.trained = set(state.trained)
-        self.record = getattr(state, "record", {}) or {}
 
     async def _adopt_published(self, pub: pb.PolicyPublished) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             archive = Path(tmp) / "v.tar"
             await self.bus.get_object(ADAPTERS, pub.adapter_key, archive)
             extra = read_archive(archive, Path(tmp) / "adapter")
-            await asyncio.to_thread(ckpt.load_adapter_weights, self.model, Path(tmp) / "adapter")
+            await asyncio.to_thread(self.trainer.load_adapter, Path(tmp) / "adapter")
         self._adopt(ckpt.LearnerState(**extra["state"]))
 
     async def _finish_tail(self, pub: pb.PolicyPublished | None) -> None:
@@ -193,6 +201,7 @@ class RunLearner:
             phases.update(out.phases)
             metrics.update(out.metrics)
             self._advance(batch)
+            adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             record = self._record(batch, phases, metrics, with_signal, staleness, dropped)
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
@@ -200,14 +209,14 @@ class RunLearner:
             if self.state.step % self.cfg.checkpoint_every == 0:
                 with self.tracer.start_as_current_span("save_checkpoint"):
                     ts = time.perf_counter()
-                    await asyncio.to_thread(ckpt.save, self.ckpt_dir, self.state, self.model, self.trainer.state(),
-                                            self.cfg.keep_checkpoints)
+                    await asyncio.to_thread(lambda: ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(),
+                                                              self.cfg.keep_checkpoints))
                     record.phases_s.save_checkpoint = time.perf_counter() - ts
                     record.total_s = waited_s + (time.perf_counter() - t0)
                     self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             with self.tracer.start_as_current_span("update_weights"):
                 tu = time.perf_counter()
-                published = await self._upload()
+                published = await self._upload(adapter)
                 record.metrics.update(await self.publisher.deliver(self.run_id, published))
                 record.phases_s.update_weights = time.perf_counter() - tu
             record.total_s = waited_s + (time.perf_counter() - t0)
@@ -237,15 +246,19 @@ class RunLearner:
         rec.metrics["signal_share"] = with_signal / max(1, len(batch.groups))
         return rec
 
-    async def _upload(self):
+    async def _upload(self, adapter=None):
         extra = {"state": ckpt.asdict(self.state)}
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
-        await asyncio.to_thread(write_archive, self.model, extra, dest)
+        if adapter is None:
+            adapter = await asyncio.to_thread(self.trainer.export)
+        await asyncio.to_thread(write_archive, adapter, extra, dest)
         published = await self.publisher.upload(self.run_id, self.state.step, dest, self.model_path)
         for old in sorted((self.ckpt_dir / "outbox").glob("v*.tar")):
             if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
                 old.unlink(missing_ok=True)
         return published
 
-    def close(self) -> None:
-        shutil.rmtree(self.ckpt_dir / "outbox", ignore_errors=True)
+    def shutdown(self) -> None:
+        """Stop the ranks of a sharded learner (a no-op on one device); the durable state stays."""
+        if hasattr(self.trainer, "close"):
+            self.trainer.close()

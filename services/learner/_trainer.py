@@ -15,14 +15,16 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
+from services.learner import _distributed as dd
 from services.learner._attention import packing_is_exact
-from services.learner._logprobs import chunked_logprobs
 from services.learner._loss import LossSettings, policy_loss, token_weights
-from services.learner._model import adapter_disabled, parts
-from services.learner._packing import MicroBatch, SeqSpec, pack, pack_rows
+from services.learner._model import PackedPolicy, adapter_disabled
+from services.learner._packing import MicroBatch, SeqSpec, pack, pack_rows, plan, plan_rows
 
 
 @dataclass(frozen=True)
@@ -77,15 +79,23 @@ def _sync(device: torch.device) -> None:
 
 
 class PolicyTrainer:
-    def __init__(self, model, cfg: TrainerSettings):
+    """One rank's step. Without `ranks` (one device, the default) nothing is sharded; with `ranks`
+    the policy is FSDP2-sharded and every method is a collective that all ranks call in the same
+    order (`services.learner._ranks` drives them)."""
+
+    def __init__(self, model, cfg: TrainerSettings, ranks: dd.Ranks | None = None):
         if not isinstance(cfg, TrainerSettings):
             cfg = TrainerSettings.from_config(cfg)
-        self.model, self.cfg = model, cfg
-        self.device = torch.device(cfg.device)
+        self.model, self.cfg, self.ranks = model, cfg, ranks
+        self.device = ranks.device if ranks is not None else torch.device(cfg.device)
+        self.world = ranks.world if ranks is not None else 1
+        self.policy = PackedPolicy(model)
+        if ranks is not None:
+            dd.shard(self.policy, self.policy.decoder, ranks)
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters (no adapter attached?)")
-        fused = self.device.type == "cuda"
+        fused = self.device.type == "cuda" and ranks is None  # sharded: the foreach path, DTensor's best-trodden
         self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
                                      weight_decay=cfg.weight_decay, fused=fused)
         self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
@@ -104,29 +114,46 @@ class PolicyTrainer:
 
     def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, entropy) of every response token of a packed micro-batch, in row order."""
-        decoder, head = parts(self.model)
         varlen = {} if mb.cu_seqlens is None else {
             "cu_seq_lens_q": mb.cu_seqlens, "cu_seq_lens_k": mb.cu_seqlens,
             "max_length_q": mb.max_len, "max_length_k": mb.max_len}
         with self._amp():
-            out = decoder(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False, **varlen)
-            flat = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])
-            hidden = flat.index_select(0, mb.rows)
-            return chunked_logprobs(hidden, head, mb.targets, self.cfg.logprob_chunk_tokens)
+            return self.policy(mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens,
+                               **varlen)
 
     def _pack(self, seqs: Sequence[SeqSpec]) -> list[MicroBatch]:
         return pack(seqs, self.budget) if self.packed else pack_rows(seqs, self.budget)
+
+    def _share(self, seqs: Sequence[SeqSpec], indices: list[int]) -> tuple[list[int], list[MicroBatch | None]]:
+        """(this rank's indices, its micro-batches); with N ranks the indices are balanced by tokens
+        and `None` pads to the largest rank's micro-batch count (a zero-weight dummy pass)."""
+        if self.world == 1:
+            return indices, list(self._pack([seqs[i] for i in indices]))
+        mine, most = dd.my_share([seqs[i].length for i in indices], self.ranks, plan if self.packed else plan_rows,
+                                 self.budget)
+        mine = [indices[k] for k in mine]
+        mbs: list[MicroBatch | None] = list(self._pack([seqs[i] for i in mine])) if mine else []
+        return mine, mbs + [None] * (most - len(mbs))
+
+    def sync(self) -> None:
+        """Phase boundary: this device's queue drained, and every rank got here."""
+        _sync(self.device)
+        if self.world > 1:
+            dist.barrier(group=self.ranks.control)
 
     @torch.no_grad()
     def logprobs(self, seqs: Sequence[SeqSpec], adapter: bool = True) -> list[torch.Tensor]:
         """Per-sequence response logprobs (CPU float32) under the policy, or the base without adapter."""
         out: list[torch.Tensor | None] = [None] * len(seqs)
+        mine, mbs = self._share(seqs, list(range(len(seqs))))
         ctx = contextlib.nullcontext() if adapter else adapter_disabled(self.model)
         with ctx:
-            for mb in self._pack(seqs):
-                logp, _ = self.forward(mb.to(self.device))
-                for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens)):
-                    out[mb.samples[k]] = part
+            for mb in mbs:
+                logp, _ = self.forward((mb or dd.dummy()).to(self.device))
+                for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens) if mb else ()):
+                    out[mine[mb.samples[k]]] = part
+        if self.world > 1:  # every rank needs every sequence's values (its next share may differ)
+            dd.share_values(out, mine, self.ranks)
         return out  # type: ignore[return-value]
 
     # ---- the step ----------------------------------------------------------------------------
@@ -151,16 +178,16 @@ class PolicyTrainer:
         if active and (self.cfg.recompute_proximal == "always" or updates > 1):
             t = time.perf_counter()
             prox = self._by_index(active, self.logprobs([seqs[i] for i in active]), len(samples))
-            _sync(self.device)
+            self.sync()
             phases["old_log_prob"] = time.perf_counter() - t
         if active and self.cfg.kl_coef > 0:
             t = time.perf_counter()
             ref = self._by_index(active, self.logprobs([seqs[i] for i in active], adapter=False), len(samples))
-            _sync(self.device)
+            self.sync()
             phases["ref"] = time.perf_counter() - t
         t = time.perf_counter()
         metrics = self._update(samples, seqs, active, prox, ref)
-        _sync(self.device)
+        self.sync()
         phases["update_actor"] = time.perf_counter() - t
         tokens = sum(len(s.response_ids) for s in samples)
         metrics["tokens"] = float(tokens)
@@ -182,6 +209,8 @@ class PolicyTrainer:
         for _epoch in range(self.cfg.ppo_epochs):
             for members in chunks:
                 self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
+        if self.world > 1:  # each rank saw its own micro-batches: pool them (loss is already global)
+            acc = dd.pool_metrics(acc, self.ranks, keep=("loss", "grad_norm"))
         return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
 
     def _optimizer_step(self, samples, seqs, members, active, prox, ref, acc) -> None:
@@ -190,19 +219,27 @@ class PolicyTrainer:
         todo = [i for i in members if i in active]
         self.opt.zero_grad(set_to_none=True)
         total_loss = 0.0
-        for mb in self._pack([seqs[i] for i in todo]):
-            idx = [todo[k] for k in mb.samples]
+        mine, mbs = self._share(seqs, todo)
+        for n, mb in enumerate(mbs):
+            if self.world > 1:  # reduce-scatter the summed gradients once, after the last pass
+                self.policy.set_requires_gradient_sync(n == len(mbs) - 1)
+            if mb is None:
+                self.forward(dd.dummy().to(self.device))[0].sum().mul(0.0).backward()
+                continue
+            idx = [mine[k] for k in mb.samples]
             loss, stats = self._micro(mb.to(self.device), idx, samples, weight_of, prox, ref)
             loss.backward()
             total_loss += float(loss.detach())
             for k, v in stats.items():
                 acc[k].append(v)
+        if self.world > 1:
+            total_loss = dd.sum_over_ranks(total_loss, self.ranks)
         limit = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
         norm = torch.nn.utils.clip_grad_norm_(self.params, limit) if todo else torch.tensor(0.0)
         if todo:
             self.opt.step()
         acc["loss"].append(total_loss)
-        acc["grad_norm"].append(float(norm))
+        acc["grad_norm"].append(float(dd.full(norm)))
 
     def _micro(self, mb: MicroBatch, idx, samples, weight_of, prox, ref):
         logp, entropy = self.forward(mb)
@@ -234,20 +271,43 @@ class PolicyTrainer:
         rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
-        return {"optimizer": self.opt.state_dict(), "rng": rng}
+        if self.ranks is None:
+            return {"optimizer": self.opt.state_dict(), "rng": rng}
+        return {"optimizer": dd.gather_optimizer(self.opt, self.params), "rng": rng}  # one-device layout
 
     def load_state(self, state: dict) -> None:
         import random
 
         import numpy as np
 
-        self.opt.load_state_dict(state["optimizer"])
+        if self.ranks is None:
+            self.opt.load_state_dict(state["optimizer"])
+        else:
+            dd.scatter_optimizer(self.opt, self.params, state["optimizer"])
         rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
         if "cuda" in rng and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def export(self):
+        """What a version's checkpoint and push save (`save_pretrained`): the live model on one
+        device; with ranks, the adapter gathered once into whole tensors (a collective)."""
+        if self.ranks is None:
+            return self.model
+        return dd.GatheredAdapter(self.model, dd.gather_adapter(self.model))
+
+    def load_adapter(self, adapter_dir) -> None:
+        """Copy a saved adapter's weights into the live (possibly sharded) adapter."""
+        from services.learner import _checkpoint as ckpt
+
+        if self.ranks is None:
+            ckpt.load_adapter_weights(self.model, adapter_dir)
+            return
+        from safetensors.torch import load_file
+
+        dd.scatter_adapter(self.model, load_file(str(Path(adapter_dir) / "adapter_model.safetensors")))
 
 
 def _keep_input_dtype(model) -> None:

@@ -79,6 +79,8 @@ class LearnerService(Service):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+        if self.active is not None:
+            await asyncio.to_thread(self.active.shutdown)
         self.wandb.close()
 
     # ---- handlers ------------------------------------------------------------------------------
@@ -154,6 +156,7 @@ class LearnerService(Service):
                     g.done.set_exception(TransientError(f"step failed: {type(exc).__name__}: {exc}", 5.0))
             run.buffer.fail_all(TransientError("learner reopening", 2.0))
             self.active = None
+            await asyncio.to_thread(run.shutdown)  # a sharded learner's ranks start afresh with the run
             return
         self._dropped_since_step = 0
         self._last_step_end = time.monotonic()

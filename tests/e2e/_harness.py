@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nats.js import api
+
 from treegrpo import events as ev
-from treegrpo.bus import Bus
+from treegrpo.bus import STREAM, Bus
 from treegrpo.embedded import EmbeddedNats
+from treegrpo.telemetry import read_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +62,10 @@ class RunLog:
     groups_trained: list[str] = field(default_factory=list)
     graded_status: Counter = field(default_factory=Counter)
     steps: list = field(default_factory=list)
+    traced: Counter = field(default_factory=Counter)        # event kind -> count with a valid traceparent
+
+
+TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
 def read_log(home: Path, run_id: str, url: str = "") -> RunLog:
@@ -88,8 +96,23 @@ async def _fold(url: str, run_id: str) -> RunLog:
             out.steps.append(b)
         elif kind == "node.graded":
             out.graded_status[b.status] += 1
+    await _count_traced(bus, run_id, out.traced)
     await bus.close(2)
     return out
+
+
+async def _count_traced(bus: Bus, run_id: str, traced: Counter) -> None:
+    """Per kind, the run's messages whose headers carry a well-formed W3C traceparent, read raw
+    from the stream (replay returns bodies, not headers)."""
+    cfg = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL)
+    sub = await bus.js.pull_subscribe(f"{ev.SUBJECT_ROOT}.{run_id}.>", durable=None, stream=STREAM, config=cfg)
+    remaining = (await sub.consumer_info()).num_pending
+    while remaining > 0:
+        for m in await sub.fetch(min(512, remaining), timeout=5):
+            remaining = m.metadata.num_pending
+            if TRACEPARENT.match((m.headers or {}).get("traceparent", "")):
+                traced[ev.kind_of(ev.decode(m.data))] += 1
+    await sub.unsubscribe()
 
 
 def export_records(export_dir: Path) -> list[dict]:
@@ -102,13 +125,9 @@ def export_records(export_dir: Path) -> list[dict]:
 
 
 def load_spans(run_dir: Path) -> dict[str, dict]:
-    spans = {}
-    for path in (run_dir / "traces").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                s = json.loads(line)
-                spans[s["span_id"]] = s
-    return spans
+    """Every span of the run's OTLP/JSON trace files, by span id (each line parsed against the
+    opentelemetry-proto definitions: a file a collector could not read fails here)."""
+    return {s["span_id"]: s for path in (run_dir / "traces").glob("*.jsonl") for s in read_spans(path)}
 
 
 def journey(spans: dict[str, dict], leaf: dict) -> list[dict]:

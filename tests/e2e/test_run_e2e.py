@@ -32,8 +32,13 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     assert [t["step"] for t in timing] == list(range(1, rounds + 1)) or len(timing) == rounds
     assert (run_dir / "report" / "report.md").exists()
 
-    # one node's journey sampler -> executor -> grader -> learner is one trace
+    # every event of every kind carries trace context, those published outside any span included
+    assert log.traced == log.counts, f"events without a traceparent: {log.counts - log.traced}"
+    assert {"run.started", "policy.loaded", "learner.step", "run.completed"} <= set(log.counts)
+
+    # one node's journey sampler -> executor -> grader -> learner is one trace, in OTLP/JSON files
     spans = load_spans(run_dir)
+    assert {p.stem for p in (run_dir / "traces").glob("*.jsonl")} >= {"sampler", "executor", "grader", "learner"}
     learner_spans = [s for s in spans.values() if s["service"] == "learner" and s["name"].endswith("group.scored")]
     assert learner_spans, "the learner recorded no span for a group.scored it consumed"
     chain = journey(spans, learner_spans[0])

@@ -55,7 +55,9 @@ async def assert_healthy(backend: LocalBackend) -> None:
         left = sandbox_processes()
     assert left == [], f"a sandboxed process outlived its node: {[_describe(p) for p in left]}"
     assert backend.running == {}
-    assert list(Path(backend.cfg.local.workspace_root).iterdir()) == []
+    await backend.images.settle()  # used images are unlinked in the background
+    spares = {p for imgs in backend.images.spares.values() for p in imgs}  # made ahead, never mounted
+    assert [p for p in Path(backend.cfg.local.workspace_root).iterdir() if p not in spares] == []
     out = await run_code(backend, "open('submission/submission.csv','w').write('id\\n1\\n')\n", node="health")
     assert out.status == "ok" and out.submission == b"id\n1\n"
 

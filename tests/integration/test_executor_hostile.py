@@ -49,7 +49,7 @@ async def test_writing_10_gib_to_one_file_stops_at_the_file_size_limit(backend):
     await assert_healthy(backend)
 
 
-async def test_filling_the_workspace_with_many_files_is_killed_by_the_disk_watch(backend):
+async def test_filling_the_workspace_with_many_files_stops_at_its_byte_limit(backend):
     code = ("import time\nb = b'x' * 2**20\nfor i in range(10 * 1024):\n"
             "    open(f'f{i}.bin', 'wb').write(b * 8)\n    time.sleep(0.01)\n")
     out = await run_code(backend, code)

@@ -60,6 +60,16 @@ async def test_crash_and_missing_submission_are_statuses(sim):
     assert nosub.status == "no_submission" and nosub.term_tail == "hi"
 
 
+async def test_a_symlinked_submission_folder_or_file_is_not_followed_in_the_pod(sim, tmp_path):
+    b = K8sBackend(config(sim))
+    await b.start()
+    (tmp_path / "public" / "t" / "submission.csv").write_text("id\nnot-the-scripts\n")
+    folder = "import os\nos.rmdir('submission')\nos.symlink('input', 'submission')\n"
+    file = "import os\nos.symlink('../input/submission.csv', 'submission/submission.csv')\n"
+    outs = await asyncio.gather(run(b, folder, "000000000003"), run(b, file, "000000000004"))
+    assert [(o.status, o.submission) for o in outs] == [("no_submission", None)] * 2
+
+
 async def test_timeout_deletes_the_pod_and_its_process(sim):
     b = K8sBackend(config(sim, timeout_s=1.5))
     await b.start()

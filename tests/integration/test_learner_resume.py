@@ -4,6 +4,7 @@ and the versions continue without a gap or a repeat."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -15,17 +16,17 @@ import pytest
 from services.learner._model import save_tiny
 from services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def spawn(nats_url: str, model: Path, tmp: Path, log_name: str) -> subprocess.Popen:
-    sets = {"model": str(model), "checkpoint_dir": str(tmp / "ckpt"), "nats.url": nats_url, "groups_per_step": 1,
+def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, devices: list[str]) -> subprocess.Popen:
+    sets = {"devices": json.dumps(devices), "model": str(model), "checkpoint_dir": str(tmp / "ckpt"), "nats.url": nats_url, "groups_per_step": 1,
             "min_step_seconds": 1.5, "checkpoint_every": 2, "torch_threads": 1, "lr": 1e-3, "ack_wait_s": 4.0,
             "telemetry.enabled": "false"}
     args = [sys.executable, "-m", "treegrpo.cli", "serve", "learner"]
     for k, v in sets.items():
-        args += ["--set", f"{k}={v}" if not isinstance(v, str) or v == "false" else f'{k}="{v}"']
+        args += ["--set", f"{k}={v}" if not isinstance(v, str) or v == "false" or k == "devices" else f'{k}="{v}"']
     env = {**os.environ, "TREEGRPO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT)
 
@@ -40,19 +41,20 @@ async def wait_for(bus, run_id: str, predicate, timeout: float):
     raise AssertionError(f"timed out; steps so far: {[(s.step, list(s.sibling_groups)) for s in steps]}")
 
 
-async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_once(bus, nats_server, tmp_path):
+@pytest.mark.parametrize("devices", [["cpu"], ["cpu", "cpu"]], ids=["one-rank", "two-gloo-ranks"])
+async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_once(bus, nats_server, tmp_path, devices):
     model = save_tiny(tmp_path / "model")
     await start_run(bus, run_spec("rk1", ["t"], expansions=6, group_size=3, max_staleness=50))
     groups = [await scored_group(bus, "rk1", "t", 1, step, [1.0, 0.0, 0.5]) for step in range(6)]
-    first = spawn(nats_server.url, model, tmp_path, "first.log")
+    first = spawn(nats_server.url, model, tmp_path, "first.log", devices)
     try:
-        await wait_for(bus, "rk1", lambda s: len(s) >= 2, 120)
+        await wait_for(bus, "rk1", lambda s: len(s) >= 2, 180)
         await asyncio.sleep(0.7)  # inside step 3 (each step lasts >= 1.5 s)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     killed_at = len(await learner_steps(bus, "rk1"))
-    second = spawn(nats_server.url, model, tmp_path, "second.log")
+    second = spawn(nats_server.url, model, tmp_path, "second.log", devices)
     try:
         steps = await wait_for(bus, "rk1", lambda s: sum(len(x.sibling_groups) for x in s) >= 6, 150)
         await asyncio.sleep(2.0)  # anything trained twice would show up now

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from opentelemetry.trace import SpanKind
+
 from treegrpo import events as ev
-from treegrpo.bus import Consumer
+from treegrpo.bus import STREAM, Consumer
 from treegrpo.telemetry import memory_spans, setup_tracing
 from treegrpo.v1 import events_pb2 as pb
 
@@ -26,3 +28,16 @@ async def test_consumer_span_continues_the_publishers_trace(bus):
     assert child.context.trace_id == parent.get_span_context().trace_id
     assert child.parent.span_id == parent.get_span_context().span_id
     assert child.attributes["treegrpo.event_id"] == "r1.node.sampled.n1"
+
+
+async def test_an_event_published_outside_any_span_carries_the_context_of_a_recorded_root_span(bus):
+    setup_tracing("test", memory=True)
+    await bus.publish(ev.make_event("r2", "runner", pb.RunStarted(rounds=1)))
+    await bus.publish_many([ev.make_event("r2", "learner/x", pb.LearnerStepped(step=1))])
+    for kind, subject in (("run.started", "tg.r2.run.started"), ("learner.step", "tg.r2.learner.step.1")):
+        msg = await bus.js.get_last_msg(STREAM, subject, direct=True)
+        _, trace_id, span_id, flags = msg.headers["traceparent"].split("-")
+        root = [s for s in memory_spans() if s.name == f"publish {kind}" and f"{s.context.span_id:016x}" == span_id]
+        assert len(root) == 1 and root[0].parent is None and root[0].kind is SpanKind.PRODUCER
+        assert f"{root[0].context.trace_id:032x}" == trace_id and int(flags, 16) & 1  # sampled
+        assert root[0].attributes["messaging.destination.name"] == subject

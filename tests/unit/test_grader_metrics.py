@@ -37,7 +37,7 @@ def test_mean_column_roc_auc_equals_scikit_learn(seed, n, ties):
     y = np.eye(4, dtype=int)[labels]
     s = np.stack([_scores(rng, n, ties) for _ in range(4)], axis=1)
     want = np.mean([roc_auc_score(y[:, j], s[:, j]) for j in range(4)])
-    assert round(score(Metric.MEAN_COLUMN_ROC_AUC, y, s), 5) == round(float(want), 5)
+    assert round(score(Metric.MEAN_COLUMN_ROC_AUC, y, s), 5) == round(want, 5)  # both numpy floats
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,6 +53,15 @@ def test_log_losses_equal_scikit_learn_including_zero_and_one_probabilities(seed
     b = (labels % 2)[:, None]
     q = p[:, :1]
     assert round(score(Metric.BINARY_LOG_LOSS, b, q), 5) == round(log_loss(b[:, 0], q[:, 0], labels=[0, 1]), 5)
+
+
+def test_each_metric_returns_the_scalar_type_mle_benchs_grade_function_returns():
+    rng = np.random.default_rng(0)
+    y, p = np.eye(3, dtype=int)[[0, 1, 2, 1]], rng.dirichlet(np.ones(3), 4)
+    assert type(score(Metric.ROC_AUC, y[:, :1], p[:, :1])) is type(roc_auc_score(y[:, 0], p[:, 0]))
+    assert type(score(Metric.MULTICLASS_LOG_LOSS, y, p)) is type(log_loss(y, p))
+    assert type(score(Metric.BINARY_LOG_LOSS, y[:, :1], p[:, :1])) is type(log_loss(y[:, 0], p[:, 0]))
+    assert type(score(Metric.MEAN_COLUMN_ROC_AUC, y, p)) is np.float64  # plant: np.mean of the AUCs
 
 
 def test_auc_of_a_single_class_is_invalid_as_in_scikit_learn():

@@ -49,7 +49,7 @@ def grade(task, frame: pd.DataFrame):
     return grade_submission(task, frame.to_csv(index=False).encode())
 
 
-def test_scores_match_scikit_learn_on_aligned_rows_rounded_to_5_decimals(tasks):
+def test_scores_match_scikit_learn_on_aligned_rows_rounded_as_mle_bench_rounds(tasks):
     expected = {
         "spooky-mini": lambda y, p: log_loss(y, p),
         "cactus-mini": lambda y, p: roc_auc_score(y[:, 0], p[:, 0]),
@@ -60,7 +60,8 @@ def test_scores_match_scikit_learn_on_aligned_rows_rounded_to_5_decimals(tasks):
         task = tasks[task_id]
         sub, ans = predictions(task), answers(task)
         aligned = sub.set_index(task.id_column).loc[ans[task.id_column]]
-        want = round(float(fn(ans[list(task.target_columns)].to_numpy(), aligned.to_numpy())), 5)
+        # MLE-bench's Grader: round(score, 5) of the grade function's value, whatever its type
+        want = round(fn(ans[list(task.target_columns)].to_numpy(), aligned.to_numpy()), 5)
         got = grade(task, sub)
         assert got.status == "ok" and got.test_metric == want
         assert got.oriented == (-want if task.lower_is_better else want)
@@ -111,6 +112,16 @@ def test_spooky_rows_must_sum_to_one_within_1e_6(tasks):
     assert grade(task, sub.assign(EAP=sub.EAP + 5e-7)).status == "ok"
     bad = grade(task, sub.assign(EAP=sub.EAP + 1e-3))
     assert bad.status == "invalid_submission" and "sum to 1" in bad.grade_error
+
+
+def test_spooky_id_column_must_come_first_as_in_mle_bench(tasks):
+    task = tasks["spooky-mini"]
+    sub = predictions(task)
+    assert grade(task, sub[["id", "MWS", "EAP", "HPL"]]).status == "ok"  # class columns in any order
+    bad = grade(task, sub[["EAP", "id", "HPL", "MWS"]])  # MLE-bench reads columns 1: as probabilities
+    assert bad.status == "invalid_submission" and "first column must be 'id'" in bad.grade_error
+    other = grade(tasks["dogscats-mini"], predictions(tasks["dogscats-mini"])[["label", "id"]])
+    assert other.status == "ok"  # dogs-vs-cats selects its columns by name
 
 
 def test_extra_columns_follow_each_competition(tasks):

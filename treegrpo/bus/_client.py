@@ -15,7 +15,7 @@ from nats.js.errors import NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._errors import BusUnavailable
-from treegrpo.telemetry import inject_headers
+from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,11 @@ class Bus:
 
     # ---- publishing -------------------------------------------------------------------------
     def headers_for(self, event: pb.Event) -> dict[str, str]:
-        return inject_headers({"Nats-Msg-Id": event.envelope.event_id})
+        """The dedup id, and trace context that every event carries: built here, on the one path
+        all publishing takes, so no call site can leave it out."""
+        event_id = event.envelope.event_id
+        return {"Nats-Msg-Id": event_id,
+                **event_trace_headers(event_id, ev_mod.kind_of(event), ev_mod.subject_of(event))}
 
     async def publish(self, event: pb.Event) -> int:
         """Publish and wait for the stream's ack; returns the stream sequence (of the original on a duplicate)."""
@@ -184,7 +188,7 @@ class Bus:
                 pass
 
     async def run_ids(self) -> list[str]:
-        """Run ids that have a run.started event, oldest first."""
+        """Run ids that have a run.started event, sorted by id (not by when they started)."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.*.run.started")
         subjects = sorted((info.state.subjects or {}).keys())
         return [s.split(".")[1] for s in subjects]

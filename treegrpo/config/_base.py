@@ -34,7 +34,7 @@ class NatsSettings(Section):
 
 class TelemetrySettings(Section):
     otlp_endpoint: str = Field(default="", description="OTLP/HTTP traces endpoint, e.g. http://otel-collector:4318; empty disables OTLP export")
-    jsonl_path: str = Field(default="", description="Also append finished spans as JSON lines to this file")
+    jsonl_path: str = Field(default="", description="Also append finished spans to this file as OTLP/JSON lines (the collector's file format)")
     enabled: bool = Field(default=True, description="Create spans at all")
 
 

@@ -2,9 +2,9 @@
 
 Validation follows the competition's MLE-bench grader (columns, row count, ids, value range, rows
 summing to one) and adds readable reasons for what MLE-bench would reject only through an
-exception (NaN, non-numeric values, duplicate ids). Scores are rounded to 5 decimals, as
-MLE-bench's `Grader.__call__` does. `grade_submission` never raises for a bad submission: the
-outcome is a `GradeResult` with status `ok` or `invalid_submission`.
+exception (NaN, non-numeric values, duplicate ids). Scores are rounded as MLE-bench's
+`Grader.__call__` rounds them (`grader_round`). `grade_submission` never raises for a bad
+submission: the outcome is a `GradeResult` with status `ok` or `invalid_submission`.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def _check_columns(task: Task, frame: pd.DataFrame) -> None:
     extra = [c for c in cols if c not in expected]
     if task.validation.exact_columns and extra:
         raise InvalidSubmission(f"unexpected columns {extra[:10]}; expected exactly {expected}")
+    if task.validation.id_first and cols[0] != task.id_column:
+        raise InvalidSubmission(f"the first column must be {task.id_column!r} (the competition reads every "
+                                f"column after the first as a target), got columns {cols[:20]}")
 
 
 def _normalise_ids(sub_ids: pd.Series, ans_ids: pd.Series) -> pd.Series:
@@ -142,6 +145,16 @@ def score_frame(task: Task, frame: pd.DataFrame, answers: pd.DataFrame) -> float
     return _metrics.score(task.metric, y_true, values[order])  # rows aligned to the answers
 
 
+def grader_round(raw) -> float:
+    """MLE-bench's `Grader`: `round(score, 5)` of the value the grade function returned, as it is.
+    A numpy float rounds by numpy's rule (scale, round half to even), a Python float exactly; at a
+    tie in the 6th decimal they differ by 1e-5, so the raw value must not be converted first."""
+    try:
+        return float(round(raw, 5))
+    except TypeError as exc:  # MLE-bench would fail on it too: not a score
+        raise InvalidSubmission(f"the grade function returned {type(raw).__name__} {raw!r}, not a number") from exc
+
+
 def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> GradeResult:
     """Grade a submission file (or its bytes). Raises only `AnswersUnavailable` (grader-side)."""
     start = time.perf_counter()
@@ -154,7 +167,7 @@ def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFA
             raw = mlebench_score(task, frame)
         else:
             raw = score_frame(task, frame, answers)  # type: ignore[arg-type]
-        score = round(float(raw), 5)
+        score = grader_round(raw)
         if not math.isfinite(score):
             raise InvalidSubmission(f"the metric came out as {score}")
     except InvalidSubmission as exc:

@@ -8,12 +8,19 @@ MLE-bench reports.
 - ROC AUC: the Mann–Whitney statistic with tied scores counted one half, which equals the area
   under the ROC curve that `roc_auc_score` integrates.
 
+Each metric returns its value as the scalar type MLE-bench's grade function returns it (a numpy
+float for plant's `np.mean`; for the others whatever the installed scikit-learn returns: numpy's
+float64 in older releases, Python's float in recent ones), because MLE-bench's `Grader` rounds
+that raw value with `round(score, 5)`, and Python and numpy round a tie at the 6th decimal apart.
+
 Inputs are aligned arrays: `y_true` from the answers, `y_pred` from the validated submission, one
 column per target. A metric that cannot be computed is an invalid submission, as in MLE-bench,
 where any exception in a grade function means "not valid".
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from scipy.special import xlogy
@@ -24,9 +31,19 @@ from services.grader.tasks._task import Metric
 EPS = float(np.finfo(np.float64).eps)
 
 
+@functools.cache
+def sklearn_scalar_types() -> tuple[type, type]:
+    """The scalar types `roc_auc_score` and `log_loss` return in this environment (asked once)."""
+    try:
+        from sklearn.metrics import log_loss, roc_auc_score
+    except ImportError:  # no scikit-learn, so no MLE-bench either: the numpy scalars it returned for years
+        return np.float64, np.float64
+    return type(roc_auc_score([0, 1], [0.0, 1.0])), type(log_loss([0, 1], [[0.9, 0.1], [0.1, 0.9]]))
+
+
 def _log_loss(onehot: np.ndarray, proba: np.ndarray) -> float:
     proba = np.clip(proba.astype(np.float64), EPS, 1 - EPS)
-    return float(np.mean(-np.sum(xlogy(onehot.astype(np.float64), proba), axis=1)))
+    return sklearn_scalar_types()[1](np.mean(-np.sum(xlogy(onehot.astype(np.float64), proba), axis=1)))
 
 
 def multiclass_log_loss(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -64,7 +81,7 @@ def binary_auc(y: np.ndarray, score: np.ndarray) -> float:
     if n_pos == 0 or n_neg == 0:
         raise ValueError("Only one class present in y_true. ROC AUC score is not defined in that case.")
     ranks = average_ranks(score)
-    return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return sklearn_scalar_types()[0]((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def roc_auc(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -73,8 +90,8 @@ def roc_auc(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 
 
 def mean_column_roc_auc(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """plant-pathology-2020-fgvc7: the ROC AUC of each label column, averaged."""
-    return float(np.mean([binary_auc(y_true[:, j], y_pred[:, j]) for j in range(y_true.shape[1])]))
+    """plant-pathology-2020-fgvc7: the ROC AUC of each label column, averaged (a numpy float, as there)."""
+    return np.mean([binary_auc(y_true[:, j], y_pred[:, j]) for j in range(y_true.shape[1])])
 
 
 _FUNCTIONS = {

