@@ -96,7 +96,7 @@ class ExecutorConfig(Settings):
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_EXECUTOR_", extra="forbid", env_nested_delimiter="__")
 
     backend: Literal["local", "k8s"] = Field(default="local", description="Where scripts run: local sandboxed processes, or one Kubernetes pod per node")
-    max_concurrency: int = Field(default=4, ge=1, description="Nodes executed at once")
+    max_concurrency: int = Field(default=4, ge=0, description="Nodes executed at once; 0 = this machine's core count")
     timeout_s: float = Field(default=900, gt=0, description="Wall-clock limit of one script; the whole sandbox is killed after it")
     public_data_roots: list[str] = Field(default_factory=lambda: [str(treegrpo_home() / "tasks" / "public")], description="Roots searched for `<root>/<task>/prepared/public` then `<root>/<task>`")
     tail_lines: int = Field(default=50, ge=1, description="Lines of output kept in `term_tail`")
@@ -112,3 +112,10 @@ class ExecutorConfig(Settings):
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")
+
+    @model_validator(mode="after")
+    def _slots_from_cores(self) -> ExecutorConfig:
+        # 0 resolves here, so every reader of max_concurrency sees a real slot count
+        if self.max_concurrency == 0:
+            self.max_concurrency = os.cpu_count() or 1
+        return self

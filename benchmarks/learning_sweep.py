@@ -1,0 +1,163 @@
+"""Which learner settings make the demo policy learn: train arms vs a no-train control, over seeds.
+
+    python benchmarks/learning_sweep.py --config configs/learning-cpu.toml --seeds 0 1 2 \\
+        --setting base= --setting lr3e-3=learner.lr=3e-3,learner.mini_batches=4 --home /tmp/sweep
+
+Each (setting, seed) is one `treegrpo run CONFIG` (train arm); each seed also gets one control,
+`--no-train` with the same config and seed (the control does not depend on learner settings, so
+one per seed serves every setting). The demo policy (small model + SFT on the seed corpus) is
+built or taken from `<home>/demo` first. Runs already exported under `<home>/runs` are reused, so
+an interrupted sweep picks up where it stopped.
+
+What it reports, per (setting, seed): the product's own comparison (`treegrpo report TRAIN
+--control CONTROL --json` on the two exports: late-round sample score, train - control, a 95 %
+bootstrap interval over sibling groups, the verdict, the round-1 agreement), the failed share of
+each arm (the crash rate the estimator leaves), and per round the failed share and mean oriented
+metric of valid nodes. Sampling seeds do not depend on the run id, so a seed's control is the
+control of every setting at that seed: `treegrpo run --control` would re-run the same arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def demo_policy(home: Path) -> Path:
+    from services.learner.sft import prepare_demo_policy
+
+    return prepare_demo_policy(home / "demo", show_progress=False)
+
+
+def run_arm(config: Path, home: Path, run_id: str, seed: int, model: Path, overrides: list[str],
+            train: bool) -> tuple[float, float]:
+    """One run; returns (wall seconds, CPU seconds of the whole process tree), (0, 0) if its
+    export already exists. CPU seconds / cores bounds the wall time on an otherwise idle machine."""
+    if (home / "runs" / run_id / "export").is_dir():
+        return 0.0, 0.0
+    sets = [f'run.run_id="{run_id}"', f"run.seed={seed}", f"learner.seed={seed}", "runner.live=false",
+            "runner.report=false", f'sampler.model="{model}"', f'learner.model="{model}"', *overrides]
+    cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(config)] + [a for s in sets for a in ("--set", s)]
+    if not train:
+        cmd.append("--no-train")
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    t0, cpu0 = time.monotonic(), _children_cpu()
+    with open(home / f"{run_id}.log", "w") as log:
+        rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise SystemExit(f"{run_id} failed (rc {rc}); see {home / f'{run_id}.log'}")
+    return time.monotonic() - t0, _children_cpu() - cpu0
+
+
+def _children_cpu() -> float:
+    # every process of a run (services, sandboxed scripts) is waited for by its parent, so its
+    # time ends up in the run's, then in ours
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def nodes(home: Path, run_id: str) -> list:
+    from treegrpo.report._data import load_from_root
+
+    [data] = load_from_root(home / "runs" / run_id / "export")
+    return data.records
+
+
+def valid(r) -> bool:
+    return r.status == "ok" and r.oriented is not None
+
+
+def per_round(records) -> dict[int, list[float]]:
+    """round -> [failed share, mean oriented of valid nodes] over all tasks (a raw view beside the report's)."""
+    out = {}
+    for rnd in sorted({r.round for r in records}):
+        rs = [r for r in records if r.round == rnd]
+        ok = [r.oriented for r in rs if valid(r)]
+        out[rnd] = [round(1 - len(ok) / len(rs), 4), round(statistics.fmean(ok), 4) if ok else None]
+    return out
+
+
+def failed_share(records) -> float:
+    """Share of nodes whose final status is not ok: the crash rate a setting leaves behind."""
+    return round(sum(not valid(r) for r in records) / len(records), 4)
+
+
+def learning(home: Path, train_id: str, control_id: str, late_from: int | None) -> dict:
+    """The product's comparison: `treegrpo report TRAIN --control CONTROL --json`, from the exports."""
+    export = lambda rid: str(home / "runs" / rid / "export" / rid)  # noqa: E731
+    cmd = [sys.executable, "-m", "treegrpo.cli", "report", export(train_id), "--control", export(control_id),
+           "--json", "--out", str(home / "reports" / train_id)]
+    if late_from:
+        cmd += ["--late-from", str(late_from)]
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out[out.index("{"):])["learning"]
+
+
+def parse_setting(text: str) -> tuple[str, list[str]]:
+    name, _, sets = text.partition("=")
+    return name, [s for s in sets.split(",") if s]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "learning-cpu.toml")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--setting", action="append", default=[], help="name=key=value,key=value (learner overrides of the train arm)")
+    ap.add_argument("--set", dest="common", action="append", default=[], help="override for every arm (tree shape, tasks)")
+    ap.add_argument("--tag", default="", help="prefix of run ids (different tree shapes need different tags)")
+    ap.add_argument("--home", type=Path, default=Path("/tmp/learning-sweep"))
+    ap.add_argument("--late-from", type=int, default=None, help="first late round (default: the report's)")
+    ap.add_argument("--json", type=Path, default=None, help="write the table here too")
+    args = ap.parse_args()
+    args.home.mkdir(parents=True, exist_ok=True)
+    model = demo_policy(args.home)
+    settings = [parse_setting(s) for s in args.setting] or [("base", [])]
+    rows = []
+    for seed in args.seeds:
+        ctrl_id = f"{args.tag}ctrl-s{seed}"
+        ctrl_s, ctrl_cpu = run_arm(args.config, args.home, ctrl_id, seed, model, args.common, train=False)
+        control = nodes(args.home, ctrl_id)
+        for name, sets in settings:
+            run_id = f"{args.tag}{name}-s{seed}"
+            wall, cpu = run_arm(args.config, args.home, run_id, seed, model, args.common + sets, train=True)
+            train = nodes(args.home, run_id)
+            lr = learning(args.home, run_id, ctrl_id, args.late_from)
+            pooled = lr["pooled"]
+            row = {"setting": name, "seed": seed, "verdict": lr["verdict"], "difference": pooled["difference"],
+                   "ci95": pooled["ci95"], "round1": lr["round1"], "tasks": {t: [v["difference"], v["ci95"]] for t, v in lr["tasks"].items()},
+                   "train_s": round(wall), "control_s": round(ctrl_s),
+                   "train_cpu_s": round(cpu), "control_cpu_s": round(ctrl_cpu), "failed_train": failed_share(train),
+                   "failed_control": failed_share(control), "train_rounds": per_round(train),
+                   "control_rounds": per_round(control)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+def summary(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("setting", "seed", "verdict", "train - control", "ci95", "failed train / control", "wall s (train / ctrl)")
+    for r in rows:
+        table.add_row(r["setting"], str(r["seed"]), r["verdict"], f"{r['difference']:+.3f}",
+                      "[{:+.3f}, {:+.3f}]".format(*r["ci95"]), f"{r['failed_train']:.1%} / {r['failed_control']:.1%}",
+                      f"{r['train_s']} / {r['control_s']}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
