@@ -163,19 +163,29 @@ def _cover(path: str, inner: list, jail: str, tag: str, flags: int, data: str) -
         os.rmdir(s)
 
 
-def copy_submission(root_fd: int, out_fd: int, cap: int) -> str:
-    """Copy submission/submission.csv to `out_fd` (1 marker byte, then the bytes); returns a note.
-
-    Every component is opened relative to the root descriptor with O_NOFOLLOW: a symlink anywhere
-    (the folder, the file) ends the walk. FIFOs, devices, folders and files over `cap` are refused."""
+def open_submission(root_fd: int) -> int | None:
+    """submission/submission.csv below a workspace descriptor opened before the script started, as
+    a descriptor, or None. Every component is opened relative to the root descriptor with
+    O_NOFOLLOW: a symlink anywhere (the folder, the file) ends the walk. The caller checks the type
+    and size on the descriptor (fstat), so nothing can be swapped in between."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         sub = os.open("submission", flags | os.O_DIRECTORY, dir_fd=root_fd)
-        try:
-            fd = os.open("submission.csv", flags, dir_fd=sub)
-        finally:
-            os.close(sub)
     except OSError:
+        return None
+    try:
+        return os.open("submission.csv", flags, dir_fd=sub)
+    except OSError:
+        return None
+    finally:
+        os.close(sub)
+
+
+def copy_submission(root_fd: int, out_fd: int, cap: int) -> str:
+    """Copy submission/submission.csv to `out_fd` (1 marker byte, then the bytes); returns a note.
+    FIFOs, devices, folders and files over `cap` are refused (`open_submission` walks safely)."""
+    fd = open_submission(root_fd)
+    if fd is None:
         os.write(out_fd, b"\0")
         return ""
     try:

@@ -24,6 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.executor._jail import open_submission
+
 log = logging.getLogger(__name__)
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 MAX_SUBMISSION = 512 * 2**20
@@ -116,14 +118,8 @@ def read_submission(root_fd: int) -> bytes | None:
     """submission/submission.csv below a workspace descriptor opened before the script started:
     O_NOFOLLOW on every component (a symlinked folder is refused like a symlinked file), regular
     files only, at most MAX_SUBMISSION bytes. We read as root; the script chose the names."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        sub = os.open("submission", flags | os.O_DIRECTORY, dir_fd=root_fd)
-        try:
-            fd = os.open("submission.csv", flags, dir_fd=sub)
-        finally:
-            os.close(sub)
-    except OSError:
+    fd = open_submission(root_fd)
+    if fd is None:
         return None
     try:
         st = os.fstat(fd)

@@ -12,7 +12,6 @@ before it used; none good is `CheckpointError`, a permanent fault.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from treegrpo.bus import PermanentError
+from treegrpo.bus import PermanentError, file_sha256
 from treegrpo.finite import nonfinite_in_folder, nonfinite_in_tensors
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int 
     torch.save(trainer_state, tmp / "trainer.pt")
     (tmp / "state.json").write_text(state.to_json())
     _fsync_files(tmp)
-    manifest = {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": _sha256(f)}
+    manifest = {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": file_sha256(f)}
                 for f in sorted(tmp.rglob("*")) if f.is_file()}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: it vouches for the rest
     _fsync_files(tmp, only=MANIFEST)
@@ -114,14 +113,6 @@ def _fsync_files(folder: Path, only: str = "") -> None:
                 os.fsync(fh.fileno())
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def latest(root: Path) -> Path | None:
     """The newest checkpoint folder by name (unverified; `newest_good` is what restores use)."""
     pointer = root / LATEST
@@ -149,7 +140,7 @@ def verify(path: Path) -> str:
             return f"{path.name}: {rel} is missing"
         if f.stat().st_size != want["bytes"]:
             return f"{path.name}: {rel} has {f.stat().st_size} bytes, the manifest says {want['bytes']} (truncated?)"
-        if _sha256(f) != want["sha256"]:
+        if file_sha256(f) != want["sha256"]:
             return f"{path.name}: {rel} does not match its sha256 in the manifest (overwritten?)"
     try:
         bad = nonfinite_in_folder(path / "adapter")

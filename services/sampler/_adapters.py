@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import shutil
 import tarfile
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
-from treegrpo.bus import ADAPTERS, Bus
+from treegrpo.bus import ADAPTERS, Bus, file_sha256
 from treegrpo.finite import nonfinite_in_folder
 from treegrpo.v1 import events_pb2 as pb
 
@@ -71,14 +70,6 @@ class LoadResult:
     version: int          # the version serving after this attempt
     sha256: str
     load_seconds: float = 0.0
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class AdapterLoader:

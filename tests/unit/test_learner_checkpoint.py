@@ -13,6 +13,7 @@ import torch
 from services.learner import _checkpoint as ckpt
 from services.learner._model import tiny_qwen3, wrap_lora
 from services.learner.config import LoraSettings
+from treegrpo.bus import file_sha256
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,7 +73,7 @@ def test_values_are_checked_even_when_the_manifest_agrees(tmp_path):
     f.write_bytes(bytes(data))
     manifest_path = root / "step_000002" / ckpt.MANIFEST
     manifest = json.loads(manifest_path.read_text())
-    manifest["adapter/adapter_model.safetensors"]["sha256"] = ckpt._sha256(f)  # as if saved that way
+    manifest["adapter/adapter_model.safetensors"]["sha256"] = file_sha256(f)  # as if saved that way
     manifest_path.write_text(json.dumps(manifest))
     _, damaged = ckpt.newest_good(root)
     assert "non-finite" in damaged[0]

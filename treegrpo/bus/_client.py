@@ -148,7 +148,7 @@ class Bus:
             return hashlib.sha256(data).hexdigest(), info.size
         with open(data, "rb") as fh:
             info = await store.put(key, fh, meta=meta)
-        return _file_sha256(Path(data)), info.size
+        return file_sha256(Path(data)), info.size
 
     async def get_object(self, bucket: str, key: str, dest: str | Path | None = None) -> bytes | Path:
         """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`)."""
@@ -240,9 +240,7 @@ class Bus:
             await self.nc.close()
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in chunks (adapters and checkpoints run to hundreds of MB)."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
