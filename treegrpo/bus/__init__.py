@@ -1,6 +1,15 @@
 """The event bus: NATS JetStream as the log of every fact, plus its object store for blobs."""
 
-from treegrpo.bus._client import ADAPTERS, DLQ_ROOT, DLQ_STREAM, STREAM, SUBMISSIONS, Bus, RunEnds, file_sha256
+from treegrpo.bus._client import (
+    ADAPTERS,
+    DLQ_ROOT,
+    DLQ_STREAM,
+    STREAM,
+    SUBMISSIONS,
+    Bus,
+    RunEnds,
+    file_sha256,
+)
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
 from treegrpo.bus._errors import BusUnavailable, PermanentError, TransientError
 
