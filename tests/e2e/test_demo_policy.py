@@ -24,13 +24,11 @@ TASKS = ["spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"]
 
 
 def test_the_sft_demo_policy_fails_under_60_percent_of_first_round_nodes_with_valid_nodes_in_every_task(
-        tmp_path, monkeypatch):
-    from services.learner.sft import prepare_demo_policy
-
+        tmp_path, monkeypatch, demo_policy):
     home = tmp_path / "home"
     monkeypatch.setenv("TREEGRPO_HOME", str(home))
     prepare_home(home)
-    model = prepare_demo_policy(home / "demo", show_progress=False)
+    model = demo_policy
     meta = json.loads((model / "sft_meta.json").read_text())["result"]
     assert meta["final_loss"] < 0.2 * meta["first_loss"]
     # the first round at the shape these numbers were measured at (four tasks, E3 x G3), whatever

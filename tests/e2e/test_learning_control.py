@@ -80,13 +80,11 @@ def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_t
 
 
 @pytest.mark.timeout(2400)
-def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(tmp_path, monkeypatch):
-    from services.learner.sft import prepare_demo_policy
-
+def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(tmp_path, monkeypatch, demo_policy):
     home = tmp_path / "home"
     monkeypatch.setenv("TREEGRPO_HOME", str(home))
     prepare_home(home)
-    model = prepare_demo_policy(home / "demo", show_progress=False)
+    model = demo_policy
     run_paired(home, "configs/demo.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
                'run.run_id="learn"', f"run.seed={SEED}", "runner.live=false", timeout=2000)
     learning = json.loads((home / "runs" / "learn" / "report" / "report.json").read_text())["learning"]
