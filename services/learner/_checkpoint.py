@@ -69,8 +69,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _trainable(model):
+    """The adapter's weights: a peft model's trainable parameters, or a sharded learner's gathered
+    copy (`GatheredAdapter.trainable_tensors`)."""
+    if hasattr(model, "trainable_tensors"):
+        return model.trainable_tensors()
+    return (p for p in model.parameters() if p.requires_grad)
+
+
 def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int = 2) -> Path:
-    bad = nonfinite_in_tensors(p for p in model.parameters() if p.requires_grad)
+    bad = nonfinite_in_tensors(_trainable(model))
     if bad:
         raise NonFiniteWeights(f"step {state.step}: the adapter holds {bad} non-finite values; not saved")
     root.mkdir(parents=True, exist_ok=True)

@@ -184,3 +184,7 @@ class GatheredAdapter:
 
     def save_pretrained(self, path: str | Path) -> None:
         self.model.save_pretrained(str(path), state_dict=self.weights)
+
+    def trainable_tensors(self):
+        """The gathered adapter weights: what a checkpoint checks for non-finite values."""
+        return self.weights.values()

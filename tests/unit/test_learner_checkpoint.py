@@ -99,3 +99,18 @@ def test_non_finite_weights_are_never_saved(tmp_path):
     with pytest.raises(ckpt.NonFiniteWeights):
         ckpt.save(root, ckpt.LearnerState(run_id="r", step=2), model, {}, keep=2)
     assert ckpt.newest_good(root)[0] == root / "step_000001"
+
+
+def test_a_sharded_learners_gathered_adapter_is_saved_and_checked_for_non_finite_values(tmp_path):
+    from peft import get_peft_model_state_dict
+
+    from services.learner._distributed import GatheredAdapter
+
+    root, model = saved(tmp_path, steps=(1,))
+    weights = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}
+    ckpt.save(root, ckpt.LearnerState(run_id="r", step=2), GatheredAdapter(model, weights), {}, keep=2)
+    assert ckpt.newest_good(root)[0] == root / "step_000002"
+    next(iter(weights.values())).view(-1)[0] = float("nan")
+    with pytest.raises(ckpt.NonFiniteWeights):
+        ckpt.save(root, ckpt.LearnerState(run_id="r", step=3), GatheredAdapter(model, weights), {}, keep=2)
+    assert ckpt.newest_good(root)[0] == root / "step_000002"
