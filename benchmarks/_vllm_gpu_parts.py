@@ -79,7 +79,7 @@ def fresh(prompts: list, salt: int = 1) -> list:
 
 
 def vllm_backend(a, model_dir: Path):
-    from services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
 
     settings = VllmSettings(dtype=a.dtype, max_model_len=a.prompt_tokens + max(a.tokens) + 256,
                             gpu_memory_utilization=a.gpu_memory_utilization, cpu_kvcache_gib=2,
@@ -98,10 +98,16 @@ def adapter_tar(folder: Path) -> bytes:
 async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swaps: int) -> list:
     """Versions 2.. pushed the learner's way; published -> loaded from the bus's own timestamps;
     the first group after each swap kept for the proof that it came from the new adapter."""
-    from services.sampler import AdapterLoader, SamplingParams, VersionGate, WeightReceiver, push_adapter
     from treegrpo import events
     from treegrpo.bus import ADAPTERS, Bus
     from treegrpo.embedded import EmbeddedNats
+    from treegrpo.services.sampler import (
+        AdapterLoader,
+        SamplingParams,
+        VersionGate,
+        WeightReceiver,
+        push_adapter,
+    )
     from treegrpo.v1 import events_pb2 as pb
 
     nats = EmbeddedNats(work / "nats").start()
@@ -141,8 +147,8 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
 
 def learner(a, model_dir: Path, adapters: list[Path]):
     """The learner's own model and recomputation path, bf16 like its training run."""
-    from services.learner._model import load_base, wrap_lora
-    from services.learner._trainer import PolicyTrainer, TrainerSettings
+    from treegrpo.services.learner._model import load_base, wrap_lora
+    from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings
 
     base = load_base(model_dir, a.dtype, a.device)
     model = wrap_lora(base, None, adapter_dir=adapters[0])
@@ -160,7 +166,7 @@ def compare(trainer, completions, adapter_name: str) -> tuple[list[float], list[
     """(learner - vLLM) per token, and the raw importance ratios exp(learner - vLLM)."""
     import torch
 
-    from services.learner._packing import SeqSpec
+    from treegrpo.services.learner._packing import SeqSpec
 
     trainer.model.set_adapter(adapter_name)
     seqs = [SeqSpec(tuple(c.prompt_token_ids), tuple(c.token_ids)) for c in completions]
@@ -208,8 +214,8 @@ async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled
 
 async def qwen35_phase(a, rec, work: Path) -> None:
     """Adapter trained through AutoModelForCausalLM, served by vLLM's Qwen3_5ForConditionalGeneration."""
-    from services.sampler import SamplingParams
-    from services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler import SamplingParams
+    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
 
     model = await asyncio.to_thread(M.build_qwen35, work / "q35", a.device)
     adapter = await asyncio.to_thread(M.qwen35_causal_adapter, model, work / "q35-lora", a.device)

@@ -29,7 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console  # noqa: E402
 
-from services.sampler import SamplerConfig, SamplingParams, build_model, create_backend, render_prompt  # noqa: E402
+from treegrpo.services.sampler import (  # noqa: E402
+    SamplerConfig,
+    SamplingParams,
+    build_model,
+    create_backend,
+    render_prompt,
+)
 
 console = Console(stderr=True)
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
@@ -85,10 +91,10 @@ def lora_tar(model_dir: Path, out: Path, seed: int, rank: int) -> bytes:
 
 
 async def swap_times(backend, model_dir: Path, tmp: Path, repeats: int, rank: int) -> dict:
-    from services.sampler import AdapterLoader, VersionGate, WeightReceiver, push_adapter
     from treegrpo import events
     from treegrpo.bus import ADAPTERS, Bus
     from treegrpo.embedded import EmbeddedNats
+    from treegrpo.services.sampler import AdapterLoader, VersionGate, WeightReceiver, push_adapter
     from treegrpo.v1 import events_pb2 as pb
 
     tars = [lora_tar(model_dir, tmp / f"a{v}", v, rank) for v in range(1, 2 * repeats + 2)]

@@ -55,7 +55,7 @@ def random_lora(model_dir: Path, out: Path, seed: int, rank: int) -> Path:
 
 
 async def group_tok_s(backend, group: int, tokens: int, repeats: int, label: str) -> list[float]:
-    from services.sampler import SamplingParams, render_prompt
+    from treegrpo.services.sampler import SamplingParams, render_prompt
 
     msgs = render_prompt("draft", DESCRIPTION, OVERVIEW)
     await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))   # warm-up
@@ -89,8 +89,8 @@ async def one_backend(backend, adapters: list[Path], args, label: str) -> dict:
 
 
 async def measure(model: Path, adapters: list[Path], args) -> dict:
-    from services.sampler.backends._hf import HfBackend
-    from services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._hf import HfBackend
+    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
 
     hf = await one_backend(HfBackend(model), adapters, args, "hf")
     gc.collect()
@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rank", type=int, default=32)
     args = ap.parse_args()
-    from services.sampler import build_model
+    from treegrpo.services.sampler import build_model
 
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)

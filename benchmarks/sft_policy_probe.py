@@ -26,7 +26,7 @@ TASKS = ["spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"]
 
 
 def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
-    from services.sampler._prompts import render_prompt
+    from treegrpo.services.sampler._prompts import render_prompt
 
     if mode == "draft":
         return render_prompt("draft", ctx.description, ctx.data_overview)
@@ -37,13 +37,13 @@ def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    from services.grader.tasks import ensure_builtin_tasks
-    from services.learner.sft._corpus import load_corpus
-    from services.learner.sft.verify_corpus import grade_code
-    from services.sampler._parse import parse_completion
-    from services.sampler._prompts import task_context
-    from services.sampler.backends._base import SamplingParams
-    from services.sampler.backends._hf import HfBackend
+    from treegrpo.services.grader.tasks import ensure_builtin_tasks
+    from treegrpo.services.learner.sft._corpus import load_corpus
+    from treegrpo.services.learner.sft.verify_corpus import grade_code
+    from treegrpo.services.sampler._parse import parse_completion
+    from treegrpo.services.sampler._prompts import task_context
+    from treegrpo.services.sampler.backends._base import SamplingParams
+    from treegrpo.services.sampler.backends._hf import HfBackend
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

@@ -23,7 +23,6 @@ WORKDIR /src
 # Dependencies first (their layer survives code edits), then the code.
 COPY pyproject.toml README.md ./
 COPY treegrpo ./treegrpo
-COPY services ./services
 RUN /opt/treegrpo/bin/pip install ".[${SERVICE}]" ${EXTRA_PACKAGES} \
  && /opt/treegrpo/bin/treegrpo --help >/dev/null
 

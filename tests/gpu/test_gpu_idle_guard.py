@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from services.executor import ExecutorConfig, Job, Limits, LocalBackend, NvmlReader, parse_declaration
+from treegrpo.services.executor import (
+    ExecutorConfig,
+    Job,
+    Limits,
+    LocalBackend,
+    NvmlReader,
+    parse_declaration,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300)]
 HEADER = "# /// script\n# [tool.resources]\n# cpu = 2\n# mem = 16\n# gpu = 1\n# ///\n"

@@ -18,8 +18,6 @@ import tarfile
 import pytest
 import torch
 
-from services.sampler import SamplerConfig
-from services.sampler.service import SamplerService
 from tests.integration.test_sampler_service import begin, grading, wait_for
 from tests.integration.test_sampler_vllm_helpers import (
     build_biased_adapter,
@@ -28,6 +26,8 @@ from tests.integration.test_sampler_vllm_helpers import (
 )
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
+from treegrpo.services.sampler import SamplerConfig
+from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = [pytest.mark.gpu,

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from services.executor import ExecutorConfig, Job, Limits, parse_declaration
-from services.executor._k8s import K8sBackend
-from services.executor.service import ExecutorService
 from tests.k8s_sim import K8sSim
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec
+from treegrpo.services.executor import ExecutorConfig, Job, Limits, parse_declaration
+from treegrpo.services.executor._k8s import K8sBackend
+from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)

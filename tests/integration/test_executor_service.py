@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from nats.js.errors import NotFoundError
 
-from services.executor.config import ExecutorConfig
-from services.executor.service import ExecutorService
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec, load
+from treegrpo.services.executor.config import ExecutorConfig
+from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from services.grader.config import GraderConfig
-from services.grader.rewards import sigmoid
-from services.grader.service import GraderService
-from services.grader.tasks import ensure_builtin_tasks, grade_submission
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import NatsSettings, TelemetrySettings
+from treegrpo.services.grader.config import GraderConfig
+from treegrpo.services.grader.rewards import sigmoid
+from treegrpo.services.grader.service import GraderService
+from treegrpo.services.grader.tasks import ensure_builtin_tasks, grade_submission
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from services.learner.config import LearnerConfig
-from services.learner.service import LearnerService
-from services.learner.testing import learner_steps, run_spec, scored_group, start_run
 from treegrpo.bus import ADAPTERS
 from treegrpo.config import NatsSettings, TelemetrySettings
+from treegrpo.services.learner.config import LearnerConfig
+from treegrpo.services.learner.service import LearnerService
+from treegrpo.services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from services.sampler._model_builder import build_model
+    from treegrpo.services.sampler._model_builder import build_model
 
     return build_model(tmp_path_factory.mktemp("model") / "m", size="tiny", vocab_size=320,
                        tokenizer_bytes=150_000)
@@ -65,9 +65,9 @@ async def wait_steps(bus, run_id: str, n: int, timeout: float = 60.0):
 
 
 async def real_receiver(bus, model: Path, workdir: Path):
-    from services.sampler._adapters import AdapterLoader, VersionGate
-    from services.sampler._weights import WeightReceiver
-    from services.sampler.backends._hf import HfBackend
+    from treegrpo.services.sampler._adapters import AdapterLoader, VersionGate
+    from treegrpo.services.sampler._weights import WeightReceiver
+    from treegrpo.services.sampler.backends._hf import HfBackend
 
     workdir.mkdir(parents=True, exist_ok=True)
     backend = HfBackend(model, torch_threads=1)

@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from services.sampler.service import SamplerService
 from tests.integration.test_sampler_service import config, public, stop, tiny  # noqa: F401 (fixtures)
 from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+from treegrpo.services.sampler.service import SamplerService
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -86,10 +86,10 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
 @pytest.mark.slow  # ~35 s: the waiting run's group comes back after the learner's 30 s "busy" delay
 async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(bus, nats_server, tmp_path,
                                                                                  monkeypatch):
-    from services.learner._model import save_tiny
-    from services.learner.config import LearnerConfig
-    from services.learner.service import LearnerService
-    from services.learner.testing import learner_steps, run_spec, scored_group, start_run
+    from treegrpo.services.learner._model import save_tiny
+    from treegrpo.services.learner.config import LearnerConfig
+    from treegrpo.services.learner.service import LearnerService
+    from treegrpo.services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
     monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path / "home"))  # checkpoints per run under it
     model = save_tiny(tmp_path / "model")

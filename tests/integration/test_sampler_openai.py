@@ -22,8 +22,8 @@ from test_sampler_vllm_helpers import (
     vllm_env,
 )
 
-from services.sampler.backends._base import SamplingParams
-from services.sampler.backends._openai import OpenAIBackend, OpenAISettings
+from treegrpo.services.sampler.backends._base import SamplingParams
+from treegrpo.services.sampler.backends._openai import OpenAIBackend, OpenAISettings
 
 TOKEN_A, TOKEN_B = 100, 200
 MESSAGES = [{"role": "system", "content": "You write Python."},

@@ -15,11 +15,11 @@ from collections import defaultdict
 
 import pytest
 
-from services.sampler import SamplerConfig, build_model
-from services.sampler.service import SamplerService
 from treegrpo import events
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
+from treegrpo.services.sampler import SamplerConfig, build_model
+from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(120)

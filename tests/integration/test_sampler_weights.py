@@ -9,7 +9,9 @@ import tarfile
 import pytest
 import torch
 
-from services.sampler import (
+from treegrpo import events
+from treegrpo.bus import ADAPTERS
+from treegrpo.services.sampler import (
     AdapterLoader,
     SamplingParams,
     VersionGate,
@@ -17,9 +19,7 @@ from services.sampler import (
     build_model,
     push_adapter,
 )
-from services.sampler.backends._hf import HfBackend
-from treegrpo import events
-from treegrpo.bus import ADAPTERS
+from treegrpo.services.sampler.backends._hf import HfBackend
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(120)

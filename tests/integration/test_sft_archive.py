@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.learner.sft import ArchiveSettings, SftConfig, archive_pairs
-from services.learner.sft._run import build_pairs
 from treegrpo import events as ev
+from treegrpo.services.learner.sft import ArchiveSettings, SftConfig, archive_pairs
+from treegrpo.services.learner.sft._run import build_pairs
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)

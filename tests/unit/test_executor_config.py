@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.executor import ExecutorConfig
-from services.executor.service import ExecutorService
 from treegrpo.config import ConfigError, load
+from treegrpo.services.executor import ExecutorConfig
+from treegrpo.services.executor.service import ExecutorService
 
 
 def test_defaults_match_the_seed_gate():

@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.executor import MALFORMED, ExecutorConfig, Limits, exc_type_from_output, parse_declaration, tail
+from treegrpo.services.executor import (
+    MALFORMED,
+    ExecutorConfig,
+    Limits,
+    exc_type_from_output,
+    parse_declaration,
+    tail,
+)
 
 GATE = ExecutorConfig().gate
 

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from services.grader.tasks import (
+from treegrpo.services.grader.tasks import (
            Metric,
            TaskRegistry,
            UnsupportedCompetition,

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.grader.config import GraderConfig
-from services.grader.rewards import (
+from treegrpo.config import load
+from treegrpo.services.grader.config import GraderConfig
+from treegrpo.services.grader.rewards import (
     FAILURE_STATUSES,
     Member,
     Shaping,
@@ -17,7 +18,6 @@ from services.grader.rewards import (
     sigmoid,
     valid_rewards,
 )
-from treegrpo.config import load
 
 scores = st.floats(min_value=-50, max_value=50, allow_nan=False)
 statuses = st.sampled_from(("ok",) + FAILURE_STATUSES)

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from services.sampler import SamplingParams, build_model
-from services.sampler.backends._hf import HfBackend
+from treegrpo.services.sampler import SamplingParams, build_model
+from treegrpo.services.sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(180)
 MSGS = [{"role": "system", "content": "You write code."}, {"role": "user", "content": "Write a script."}]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from services.sampler.policy import (
+from treegrpo import events
+from treegrpo.config import RunSpec
+from treegrpo.services.sampler.policy import (
     GroupState,
     RoundState,
     Score,
@@ -15,8 +17,6 @@ from services.sampler.policy import (
     softmax_choice,
     version_allows,
 )
-from treegrpo import events
-from treegrpo.config import RunSpec
 
 RUN = "r1"
 
@@ -158,14 +158,14 @@ def test_two_runs_with_one_seed_choose_the_same_parent_position_whatever_their_r
 
 
 def test_sampling_seed_ignores_the_run_id_but_not_the_position_or_seed():
-    from services.sampler._expand import sampling_seed
+    from treegrpo.services.sampler._expand import sampling_seed
 
     class _State:
         def __init__(self, seed: int):
             self.spec = spec(seed=seed)
 
     def exp(run_id: str, step: int):
-        from services.sampler.policy import Expansion
+        from treegrpo.services.sampler.policy import Expansion
         return Expansion("spooky-mini", 1, step, "draft", None, events.group_id(run_id, "spooky-mini", 1, step), (0, 1))
 
     assert sampling_seed(_State(0), exp("a", 0)) == sampling_seed(_State(0), exp("a-control", 0))

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from services.learner.sft._batches import Example, batch_loss, is_shared, make_batches
+from treegrpo.services.learner.sft._batches import Example, batch_loss, is_shared, make_batches
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +14,7 @@ def tiny(tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from services.sampler._model_builder import build_model
+    from treegrpo.services.sampler._model_builder import build_model
 
     path = build_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", vocab_size=512, tokenizer_bytes=200_000)
     torch.manual_seed(0)
@@ -73,8 +73,8 @@ def test_shared_batches_respect_the_token_budget_counting_the_prompt_once():
 
 
 def test_learning_rate_decays_over_the_time_budget_when_it_runs_out_before_the_steps():
-    from services.learner.sft import SftConfig
-    from services.learner.sft._train import lr_factor
+    from treegrpo.services.learner.sft import SftConfig
+    from treegrpo.services.learner.sft._train import lr_factor
 
     cfg = SftConfig(warmup_steps=4, lr_min_ratio=0.1, max_seconds=100)
     assert lr_factor(0, 0.0, 10_000, cfg) == 0.25                       # warm-up

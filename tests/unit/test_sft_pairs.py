@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from services.grader.tasks import ensure_builtin_tasks
-from services.learner.sft import CorpusSettings, corpus_pairs, load_corpus, render_completion
-from services.sampler._parse import parse_completion
-from services.sampler._prompts import render_prompt, task_context
-from services.sampler.config import PromptSettings
+from treegrpo.services.grader.tasks import ensure_builtin_tasks
+from treegrpo.services.learner.sft import CorpusSettings, corpus_pairs, load_corpus, render_completion
+from treegrpo.services.sampler._parse import parse_completion
+from treegrpo.services.sampler._prompts import render_prompt, task_context
+from treegrpo.services.sampler.config import PromptSettings
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
-"""The advantage estimators the report uses are the learner's own (`services/learner/advantages.py`,
+"""The advantage estimators the report uses are the learner's own (`treegrpo/services/learner/advantages.py`,
 pure Python, no torch), so "groups with a learning signal" means exactly what the trainer sees."""
 
 from __future__ import annotations
 
-from services.learner.advantages import ESTIMATORS, compute, has_signal
+from treegrpo.services.learner.advantages import ESTIMATORS, compute, has_signal
 
 __all__ = ["ESTIMATORS", "compute", "has_signal"]

@@ -71,8 +71,8 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
     then the same rounds without training, and the verdict: did training (not search) help?"""
     overrides = list(set_)
     if not skip_sft:
-        from services.learner.sft import prepare_demo_policy
         from treegrpo.config import treegrpo_home
+        from treegrpo.services.learner.sft import prepare_demo_policy
 
         console.print(f"[bold]demo policy[/]: small local model + SFT on the seed corpus "
                       f"({f'{sft_seconds:.0f} s cap' if sft_seconds else 'fixed recipe'}; cached)")

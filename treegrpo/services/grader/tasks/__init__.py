@@ -1,0 +1,37 @@
+"""Tasks: the registry, the built-in offline tasks, MLE-bench data roots, metrics and grading.
+
+    from treegrpo.services.grader.tasks import ensure_builtin_tasks, get_task, grade_submission
+    tasks = ensure_builtin_tasks()                 # generate once into $TREEGRPO_HOME/tasks/
+    task = get_task("spooky-mini")                 # or an MLE-bench competition id + mlebench_roots
+    result = grade_submission(task, Path("submission.csv"))   # GradeResult(status, test_metric, ...)
+"""
+
+from treegrpo.services.grader.tasks._builtin import (
+           BUILTINS,
+           GENERATOR_VERSION,
+           builtin_task,
+           ensure_builtin_tasks,
+           generate_task,
+)
+from treegrpo.services.grader.tasks._grade import (
+           AnswersUnavailable,
+           GradeResult,
+           grade_submission,
+           load_answers,
+           score_frame,
+)
+from treegrpo.services.grader.tasks._mlebench import (
+           UnsupportedCompetition,
+           list_competitions,
+           mlebench_available,
+           read_competition,
+)
+from treegrpo.services.grader.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
+from treegrpo.services.grader.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, read_submission
+from treegrpo.services.grader.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
+
+__all__ = ["BUILTINS", "COMPETITIONS", "DEFAULT_MAX_BYTES", "GENERATOR_VERSION", "AnswersUnavailable",
+           "CompetitionSpec", "GradeResult", "InvalidSubmission", "Metric", "Task", "TaskRegistry",
+           "UnknownTask", "UnsupportedCompetition", "Validation", "builtin_task", "ensure_builtin_tasks",
+           "generate_task", "get_task", "grade_submission", "list_competitions", "list_tasks", "load_answers",
+           "mlebench_available", "read_competition", "read_submission", "score_frame"]

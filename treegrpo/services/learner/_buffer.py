@@ -1,0 +1,99 @@
+"""The group buffer: scored sibling groups waiting for a step, and the rule that picks a batch.
+
+A group enters with its members' training data (from their `node.sampled` facts) and a future the
+consumer's handler awaits: the group.scored message is acknowledged only once the step that used
+the group is durable (or the group was dropped as stale), so a crash redelivers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import SpanContext
+
+from treegrpo.services.learner import advantages
+
+
+@dataclass(frozen=True)
+class Member:
+    node_id: str
+    reward: float
+    status: str
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    behaviour_logprobs: tuple[float, ...]
+    policy_version: int
+
+
+@dataclass
+class PendingGroup:
+    group: str
+    task: str
+    round: int
+    step: int
+    stream_seq: int
+    members: list[Member]
+    done: asyncio.Future
+    span: SpanContext | None = None
+
+    @property
+    def policy_version(self) -> int:
+        """The oldest version that sampled any member (staleness is counted from it)."""
+        return min((m.policy_version for m in self.members), default=0)
+
+    def advantages(self, estimator: str) -> list[float]:
+        return advantages.compute(estimator, [m.reward for m in self.members], [m.status for m in self.members])
+
+
+@dataclass
+class Batch:
+    groups: list[PendingGroup]
+    stale: list[PendingGroup] = field(default_factory=list)
+
+
+class GroupBuffer:
+    def __init__(self) -> None:
+        self._groups: dict[str, PendingGroup] = {}
+        self.changed = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def __contains__(self, group: str) -> bool:
+        return group in self._groups
+
+    def add(self, g: PendingGroup) -> PendingGroup:
+        """Keep the first copy of a group (a redelivery while it waits shares its future)."""
+        kept = self._groups.setdefault(g.group, g)
+        self.changed.set()
+        return kept
+
+    def take(self, need: int, version: int, max_staleness: int, sync: bool,
+             consumed: Callable[[int], int] = lambda _round: 0) -> Batch | None:
+        """The next batch, oldest first; stale groups are removed and returned to be dropped.
+
+        sync: the groups of the oldest round present once the round is whole (one step per round
+        across tasks); groups of it already consumed (`consumed(round)`, e.g. dropped as stale)
+        will never come again, so they count towards `need` instead of stalling the run.
+        async: the `need` oldest groups in stream order."""
+        stale = [g for g in self._groups.values() if version - g.policy_version > max_staleness]
+        for g in stale:
+            del self._groups[g.group]
+        order = sorted(self._groups.values(), key=lambda g: (g.round, g.stream_seq) if sync else g.stream_seq)
+        if sync and order:
+            order = [g for g in order if g.round == order[0].round]
+            need = max(1, need - consumed(order[0].round))
+        if len(order) < need:
+            return Batch([], stale) if stale else None
+        chosen = order[:need]
+        for g in chosen:
+            del self._groups[g.group]
+        return Batch(chosen, stale)
+
+    def fail_all(self, exc: BaseException) -> None:
+        for g in self._groups.values():
+            if not g.done.done():
+                g.done.set_exception(exc)
+        self._groups.clear()

@@ -1,0 +1,92 @@
+"""Group advantage estimators: pure functions of one sibling group's rewards and statuses.
+
+Importable without torch, so the report can recompute the learning-signal share of any archive:
+
+    from treegrpo.services.learner.advantages import compute, has_signal
+    adv = compute("grpo_valid_only", rewards=[0.3, -0.5, 0.7], statuses=["ok", "crashed", "ok"])
+
+Estimators (G = group size, r = rewards):
+- ``grpo``: (r_i - mean(r)) / (std(r) + eps) over all siblings (std with Bessel's correction, as verl).
+- ``grpo_valid_only`` (DESIGN.md): the same normalisation over the valid (status ``ok``) siblings only;
+  every other sibling gets 0. Fewer than two valid siblings, or equal valid rewards: all zeros.
+- ``rloo``: r_i - mean of the other siblings' rewards (leave-one-out baseline, no scaling).
+- ``dr_grpo``: r_i - mean(r), no std division (Dr. GRPO removes the difficulty bias of the std).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+Estimator = Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"]
+ESTIMATORS: tuple[str, ...] = ("grpo", "grpo_valid_only", "rloo", "dr_grpo")
+VALID = "ok"
+EPS = 1e-6
+# Rewards that differ by less than this are "equal": no ranking, no signal.
+TIE_TOL = 1e-9
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _std(xs: Sequence[float]) -> float:
+    m = _mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _all_equal(xs: Sequence[float]) -> bool:
+    return max(xs) - min(xs) <= TIE_TOL
+
+
+def _normalised(xs: Sequence[float], scale: bool) -> list[float]:
+    if len(xs) < 2 or _all_equal(xs):
+        return [0.0] * len(xs)
+    m = _mean(xs)
+    if not scale:
+        return [x - m for x in xs]
+    s = _std(xs)
+    return [(x - m) / (s + EPS) for x in xs]
+
+
+def _rloo(xs: Sequence[float]) -> list[float]:
+    n = len(xs)
+    if n < 2 or _all_equal(xs):
+        return [0.0] * n
+    total = sum(xs)
+    return [x - (total - x) / (n - 1) for x in xs]
+
+
+def compute(estimator: str, rewards: Sequence[float], statuses: Sequence[str] | None = None) -> list[float]:
+    """Per-sibling advantages of one group, in member order."""
+    rewards = [float(r) for r in rewards]
+    if any(not math.isfinite(r) for r in rewards):
+        raise ValueError(f"non-finite reward in {rewards}")
+    if estimator == "grpo":
+        return _normalised(rewards, scale=True)
+    if estimator == "dr_grpo":
+        return _normalised(rewards, scale=False)
+    if estimator == "rloo":
+        return _rloo(rewards)
+    if estimator == "grpo_valid_only":
+        if statuses is None or len(statuses) != len(rewards):
+            raise ValueError("grpo_valid_only needs one status per reward")
+        idx = [i for i, s in enumerate(statuses) if s == VALID]
+        out = [0.0] * len(rewards)
+        for i, a in zip(idx, _normalised([rewards[i] for i in idx], scale=True), strict=True):
+            out[i] = a
+        return out
+    raise ValueError(f"unknown advantage estimator {estimator!r}; one of {ESTIMATORS}")
+
+
+def has_signal(estimator: str, rewards: Sequence[float], statuses: Sequence[str] | None = None) -> bool:
+    """Whether the group carries a learning signal: some sibling has a non-zero advantage."""
+    return any(abs(a) > 0.0 for a in compute(estimator, rewards, statuses))
+
+
+def signal_share(estimator: str, groups: Sequence[tuple[Sequence[float], Sequence[str]]]) -> float:
+    """Share of groups (rewards, statuses) that carry a signal; 0.0 for no groups."""
+    if not groups:
+        return 0.0
+    return sum(has_signal(estimator, r, s) for r, s in groups) / len(groups)
