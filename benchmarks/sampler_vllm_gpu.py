@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import _vllm_gpu_models as M  # noqa: E402
 from benchmarks import _vllm_gpu_parts as P  # noqa: E402
+from benchmarks import _vllm_gpu_profile as F  # noqa: E402
 
 
 class Record:
@@ -132,6 +133,11 @@ async def main_async(a) -> None:
     model = None
     M.free()   # the builder's copy off the GPU before hf and vLLM load theirs
     rec["build_s"] = round(time.perf_counter() - t0, 1)
+    if a.only_profile:   # kernel profile + the hf swap baseline: a call of its own
+        await rec.phase("hf_swap", F.hf_swap_phase(a, rec, model_dir, adapters))
+        M.free()
+        await rec.phase("profile", asyncio.to_thread(F.profile_phase, a, rec, model_dir, adapters))
+        return
     prompts = M.long_prompts(model_dir, a.groups, a.prompt_tokens)
     rec["bound"] = P.decode_bound(shape, rec["hbm"], a.groups * a.group, a.prompt_tokens, a.tokens, a.rank)
     await rec.phase("hf", hf_phase(a, rec, model_dir, adapters[0], prompts))
@@ -167,11 +173,15 @@ def main() -> None:
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.6)
     ap.add_argument("--no-qwen35", dest="qwen35", action="store_false")
     ap.add_argument("--only-qwen35", action="store_true", help="only the Qwen3.5 key-renaming check")
+    ap.add_argument("--only-profile", action="store_true",
+                    help="only the kernel profile of vLLM's decode and the hf swap baseline (8B)")
+    ap.add_argument("--profile-tokens", type=int, default=64, help="decode steps inside the profile")
     a = ap.parse_args()
     a.device, a.dtype = ("cpu", "float32") if a.small else ("cuda", "bfloat16")
     if a.small:
         a.groups, a.group, a.prompt_tokens, a.tokens, a.rank = 2, 4, 200, [16, 24], 8
         a.b_std = 0.05
+        a.profile_tokens = 8
     asyncio.run(main_async(a))
 
 
