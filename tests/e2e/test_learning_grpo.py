@@ -33,8 +33,8 @@ import statistics
 import pytest
 import torch
 
+from treegrpo import advantages
 from treegrpo.services.grader.rewards import Member, Shaping, group_rewards
-from treegrpo.services.learner import advantages
 from treegrpo.services.learner._loss import LossSettings, policy_loss
 from treegrpo.services.learner._model import parts, tiny_qwen3
 from treegrpo.services.learner.sft import load_corpus

@@ -1,4 +1,4 @@
-"""Rendering the draft / improve / debug prompts from the template files in `prompts/`.
+"""Rendering the draft / improve / debug prompts from the template files in `templates/`.
 
 `render_prompt` is pure (text in, chat messages out) so the SFT and learner code can render
 training prompts exactly as the sampler does. The task description and data overview are read
@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import os
 from dataclasses import dataclass
+from importlib import resources
+from importlib.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +21,6 @@ from treegrpo.config import treegrpo_home
 
 Mode = Literal["draft", "improve", "debug"]
 MODES: tuple[Mode, ...] = ("draft", "improve", "debug")
-BUILTIN_TEMPLATES = Path(__file__).parent / "prompts"
 TRIM_AT = 5100     # AIDE trims a script's output once it passes ~5,100 characters ...
 TRIM_KEEP = 2500   # ... to its first and last ~2,500
 MAX_LISTED = 8     # files shown per folder in the data overview before summarising
@@ -33,10 +34,18 @@ def trim_output(text: str, limit: int = TRIM_AT, keep: int = TRIM_KEEP) -> str:
     return f"{text[:keep]}\n... [{cut} characters trimmed] ...\n{text[-keep:]}"
 
 
+def builtin_templates() -> list[Traversable]:
+    """The built-in template files (system.md, draft.md, ...), sorted by name: package data read
+    through importlib.resources, so they are found from an installed wheel as from the checkout."""
+    folder = resources.files(__package__) / "templates"
+    return sorted((t for t in folder.iterdir() if t.name.endswith(".md")), key=lambda t: t.name)
+
+
 def _environment(template_dir: str | Path | None) -> jinja2.Environment:
-    dirs = [str(template_dir)] if template_dir else []
-    dirs.append(str(BUILTIN_TEMPLATES))  # a custom folder may override only some templates
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+    builtin = jinja2.PackageLoader(__package__, "templates")
+    # a custom folder may override only some templates; the rest come from the package
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(template_dir)), builtin]) if template_dir else builtin
+    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=False, autoescape=False)
 
 
@@ -90,8 +99,8 @@ def task_context(task: str, roots: list[str] | None = None, csv_head_lines: int 
 
 def _from_registry(task: str, roots: list[str] | None, missing: FileNotFoundError) -> tuple[Path, str]:
     try:
-        from treegrpo.services.grader.tasks import UnknownTask, get_task
-    except ImportError:  # a sampler image without the grader extra: the folder lookup is all there is
+        from treegrpo.tasks import UnknownTask, get_task
+    except ImportError:  # an image without the grader extra (pandas): the folder lookup is all there is
         raise missing from None
     try:
         found = get_task(task, mlebench_roots=roots or (), private=False)  # never write answers here
