@@ -1,4 +1,6 @@
-"""Tasks: the registry, the built-in offline tasks, MLE-bench data roots, metrics and grading.
+"""Tasks: the registry, the built-in offline tasks, MLE-bench data roots, metrics and grading. In the
+core because several services use it: the grader grades, the sampler reads descriptions, the SFT
+verifies its corpus, the runner generates the built-in tasks (needs the `grader` extra: pandas, ...).
 
     from treegrpo.tasks import ensure_builtin_tasks, get_task, grade_submission
     tasks = ensure_builtin_tasks()                 # generate once into $TREEGRPO_HOME/tasks/
