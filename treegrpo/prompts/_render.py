@@ -8,6 +8,7 @@ from a task's public folder by `task_context`; nothing here ever reads a private
 from __future__ import annotations
 
 import csv
+import functools
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -41,10 +42,12 @@ def builtin_templates() -> list[Traversable]:
     return sorted((t for t in folder.iterdir() if t.name.endswith(".md")), key=lambda t: t.name)
 
 
-def _environment(template_dir: str | Path | None) -> jinja2.Environment:
+@functools.lru_cache(maxsize=8)
+def _environment(template_dir: str | None) -> jinja2.Environment:
+    """One environment per template folder: it keeps the parsed templates (re-read when a file changes)."""
     builtin = jinja2.PackageLoader(__package__, "templates")
     # a custom folder may override only some templates; the rest come from the package
-    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(template_dir)), builtin]) if template_dir else builtin
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(template_dir), builtin]) if template_dir else builtin
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=False, autoescape=False)
 
@@ -57,7 +60,7 @@ def render_prompt(mode: Mode, task_description: str, data_overview: str, parent_
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
     if mode != "draft" and parent_code is None:
         raise ValueError(f"{mode} prompts need the parent's code")
-    env = _environment(template_dir)
+    env = _environment(str(template_dir) if template_dir else None)
     values = dict(task_description=task_description.strip(), data_overview=data_overview.strip(),
                   parent_code=(parent_code or "").strip("\n"), parent_output=trim_output(parent_output or "").strip("\n"),
                   gpu_hint=gpu_hint, show_scores=show_scores, time_limit_min=max(1, round(time_limit_s / 60)))
