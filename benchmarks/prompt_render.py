@@ -4,7 +4,7 @@ vs a new environment per prompt (what the sampler and the SFT did before issue 1
     python benchmarks/prompt_render.py [--renders 200] [--repeats 7]
 
 Each repeat renders `--renders` improve prompts (system + user, the sampler's own templates and a
-~6 kB parent output, trimmed as the sampler trims it) both ways, interleaved; the figure is the
+~6.8 kB parent output, trimmed as the sampler trims it) both ways, interleaved; the figure is the
 median time per prompt over the repeats. Prints one JSON line.
 """
 
