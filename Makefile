@@ -41,8 +41,10 @@ demo: setup
 bench: setup
 	$(BIN)/python benchmarks/bus_throughput.py
 
+# ruff, then the import layering (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md)
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV) .pytest_cache

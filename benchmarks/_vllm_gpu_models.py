@@ -55,8 +55,7 @@ def build_qwen3(out: Path, shape: Shape, device: str, dtype: str, norm_gain: flo
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from treegrpo.services.sampler import train_tokenizer
-    from treegrpo.services.sampler._model_builder import EOS, PAD
+    from treegrpo.models import EOS, PAD, train_tokenizer
 
     tok = train_tokenizer(vocab_size=8192, max_bytes=1 << 20)
     cfg = Qwen3Config(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
@@ -137,7 +136,7 @@ def build_qwen35(out: Path, device: str) -> Path:
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
-    from treegrpo.services.sampler import train_tokenizer
+    from treegrpo.models import train_tokenizer
 
     tok = train_tokenizer(vocab_size=4096, max_bytes=1 << 20)
     text = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,

@@ -1,6 +1,6 @@
 """Which learner settings make the demo policy learn: train arms vs a no-train control, over seeds.
 
-    python benchmarks/learning_sweep.py --config configs/learning-cpu.toml --seeds 0 1 2 \\
+    python benchmarks/learning_sweep.py --config treegrpo/configs/learning-cpu.toml --seeds 0 1 2 \\
         --setting base= --setting lr3e-3=learner.lr=3e-3,learner.mini_batches=4 --home /tmp/sweep
 
 Each (setting, seed) is one `treegrpo run CONFIG` (train arm); each seed also gets one control,
@@ -111,7 +111,7 @@ def parse_setting(text: str) -> tuple[str, list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "learning-cpu.toml")
+    ap.add_argument("--config", type=Path, default=ROOT / "treegrpo" / "configs" / "learning-cpu.toml")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--setting", action="append", default=[], help="name=key=value,key=value (learner overrides of the train arm)")
     ap.add_argument("--set", dest="common", action="append", default=[], help="override for every arm (tree shape, tasks)")

@@ -29,13 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console  # noqa: E402
 
-from treegrpo.services.sampler import (  # noqa: E402
-    SamplerConfig,
-    SamplingParams,
-    build_model,
-    create_backend,
-    render_prompt,
-)
+from treegrpo.models import build_model  # noqa: E402
+from treegrpo.prompts import render_prompt  # noqa: E402
+from treegrpo.services.sampler import SamplerConfig, SamplingParams, create_backend  # noqa: E402
 
 console = Console(stderr=True)
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"

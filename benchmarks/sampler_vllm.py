@@ -55,7 +55,8 @@ def random_lora(model_dir: Path, out: Path, seed: int, rank: int) -> Path:
 
 
 async def group_tok_s(backend, group: int, tokens: int, repeats: int, label: str) -> list[float]:
-    from treegrpo.services.sampler import SamplingParams, render_prompt
+    from treegrpo.prompts import render_prompt
+    from treegrpo.services.sampler import SamplingParams
 
     msgs = render_prompt("draft", DESCRIPTION, OVERVIEW)
     await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))   # warm-up
@@ -143,7 +144,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rank", type=int, default=32)
     args = ap.parse_args()
-    from treegrpo.services.sampler import build_model
+    from treegrpo.models import build_model
 
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)

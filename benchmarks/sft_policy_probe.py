@@ -26,7 +26,7 @@ TASKS = ["spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"]
 
 
 def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
-    from treegrpo.services.sampler._prompts import render_prompt
+    from treegrpo.prompts import render_prompt
 
     if mode == "draft":
         return render_prompt("draft", ctx.description, ctx.data_overview)
@@ -37,13 +37,13 @@ def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks
+    from treegrpo.prompts import task_context
     from treegrpo.services.learner.sft._corpus import load_corpus
     from treegrpo.services.learner.sft.verify_corpus import grade_code
     from treegrpo.services.sampler._parse import parse_completion
-    from treegrpo.services.sampler._prompts import task_context
     from treegrpo.services.sampler.backends._base import SamplingParams
     from treegrpo.services.sampler.backends._hf import HfBackend
+    from treegrpo.tasks import ensure_builtin_tasks
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

@@ -26,11 +26,11 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from treegrpo.prompts import PromptSettings
     from treegrpo.services.learner.sft._batches import batch_loss, make_batches
     from treegrpo.services.learner.sft._corpus import corpus_pairs
     from treegrpo.services.learner.sft._train import encode
     from treegrpo.services.learner.sft.config import CorpusSettings
-    from treegrpo.services.sampler.config import PromptSettings
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

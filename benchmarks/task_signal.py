@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from sklearn.linear_model import LogisticRegression
 
-from treegrpo.services.grader.tasks import Task, ensure_builtin_tasks, grade_submission
+from treegrpo.tasks import Task, ensure_builtin_tasks, grade_submission
 
 
 def score(task: Task, ids, probs: np.ndarray) -> float:

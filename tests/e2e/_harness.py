@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def prepare_home(home: Path, size: str = "tiny") -> Path:
     """Build the tiny model (tokenizer trained on little text: seconds) and the built-in tasks."""
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models import build_model
+    from treegrpo.tasks import ensure_builtin_tasks
 
     model = home / "models" / size
     if not (model / "config.json").exists():

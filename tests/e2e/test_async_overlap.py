@@ -55,7 +55,7 @@ def run_mode(tmp_path, staleness: int):
     src = home / "replay"
     src.mkdir()
     (src / "sleeper.py").write_text(SCRIPT)
-    proc = start_run(home, "configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
+    proc = start_run(home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
                      'sampler.backend="replay"', f'sampler.replay.source_dir="{src}"', "sampler.replay.delay_s=2.5",
                      "run.rounds=5", "run.tree.expansions=2", "run.tree.group_size=2",
                      f"run.max_staleness={staleness}", "executor.max_concurrency=4",

@@ -48,7 +48,7 @@ def test_attached_run_drives_services_someone_else_started_to_completion(tmp_pat
                 serve(home, "grader", server.url),
                 serve(home, "learner", server.url, f'model="{model}"')]
     try:
-        argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "configs/run-small.toml"), "--attach",
+        argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo/configs/run-small.toml"), "--attach",
                 "--set", f'runner.nats_url="{server.url}"', "--set", "runner.timeout_s=420"]
         done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=480)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

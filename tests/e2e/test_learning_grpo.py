@@ -5,7 +5,7 @@ The setting. Each of the four built-in tasks offers the policy the seed corpus's
 tiny random Qwen3 (the learner's `tiny_qwen3`, all weights trained); its one-token response picks
 a script (token id mod the number of scripts). Each round samples one group of G=32 per task;
 each sibling's outcome is the picked script's REAL outcome on the generated task data (final
-status and oriented metric recorded in corpus/manifest.json by `verify_corpus`: the grader's own
+status and oriented metric recorded in treegrpo/data/corpus/manifest.json by `verify_corpus`: the grader's own
 grading of a real execution, not re-run here to keep the test minutes long). Rewards are the
 grader's shaping (`treegrpo.services.grader.rewards.group_rewards`), advantages the learner's plain `grpo`
 estimator, the loss the learner's `policy_loss` (PPO clip, token-mean), one AdamW step per round.
@@ -33,8 +33,8 @@ import statistics
 import pytest
 import torch
 
+from treegrpo import advantages
 from treegrpo.services.grader.rewards import Member, Shaping, group_rewards
-from treegrpo.services.learner import advantages
 from treegrpo.services.learner._loss import LossSettings, policy_loss
 from treegrpo.services.learner._model import parts, tiny_qwen3
 from treegrpo.services.learner.sft import load_corpus

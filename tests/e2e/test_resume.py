@@ -18,7 +18,7 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     home = tmp_path / "home"
     model = prepare_home(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=3"]
-    proc = start_run(home, "configs/run-small.toml", *sets)
+    proc = start_run(home, "treegrpo/configs/run-small.toml", *sets)
     while not run_ids(home) and proc.poll() is None:
         time.sleep(0.2)
     (run_id,) = run_ids(home)
@@ -32,7 +32,7 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(120) == 130
     assert "resume with" in (home / "run.log").read_text()
-    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "configs/run-small.toml"), "--resume", run_id]
+    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo/configs/run-small.toml"), "--resume", run_id]
     for s in [*sets, "runner.timeout_s=480"]:  # the runner gives up (and stops its services) first
         argv += ["--set", s]
     done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -14,7 +14,7 @@ from tests.e2e._harness import export_records, journey, load_spans, prepare_home
 def test_small_run_completes_with_every_node_graded_trained_exported_and_reported(tmp_path):
     home = tmp_path / "home"
     model = prepare_home(home)
-    proc = start_run(home, "configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"')
+    proc = start_run(home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"')
     assert proc.wait(540) == 0, (home / "run.log").read_text()[-4000:]
     (run_id,) = run_ids(home)
     log = read_log(home, run_id)

@@ -14,7 +14,7 @@ import pytest
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids, start_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
-N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (configs/run-small.toml, one round)
+N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (treegrpo/configs/run-small.toml, one round)
 
 
 def nats_up(home) -> tuple[subprocess.Popen, str]:
@@ -35,7 +35,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
     server, url = nats_up(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=1", "runner.timeout_s=700"]
     try:
-        stopped = start_run(home, "configs/run-small.toml", *sets, log_path=home / "a.log")
+        stopped = start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / "a.log")
         while not run_ids(home):
             assert stopped.poll() is None, (home / "a.log").read_text()[-3000:]
             time.sleep(0.2)
@@ -48,7 +48,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
         assert stopped.wait(120) == 130
         sampled_a = read_log(home, a, url).counts["node.sampled"]
 
-        both = [start_run(home, "configs/run-small.toml", *sets, log_path=home / f"{n}.log") for n in "bc"]
+        both = [start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / f"{n}.log") for n in "bc"]
         codes = [p.wait(900) for p in both]
         logs = {n: (home / f"{n}.log").read_text() for n in "bc"}
         assert codes == [0, 0], {n: text[-3000:] for n, text in logs.items()}

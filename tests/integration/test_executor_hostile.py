@@ -287,7 +287,7 @@ async def test_answers_generated_by_the_grader_are_invisible_to_a_searching_scri
     home for them (by name and by content hash) finds nothing, while the public data is there."""
     import hashlib
 
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks
+    from treegrpo.tasks import ensure_builtin_tasks
 
     base = world_readable_dir()
     try:

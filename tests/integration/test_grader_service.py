@@ -16,7 +16,7 @@ from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.services.grader.config import GraderConfig
 from treegrpo.services.grader.rewards import sigmoid
 from treegrpo.services.grader.service import GraderService
-from treegrpo.services.grader.tasks import ensure_builtin_tasks, grade_submission
+from treegrpo.tasks import ensure_builtin_tasks, grade_submission
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models import build_model
 
     return build_model(tmp_path_factory.mktemp("model") / "m", size="tiny", vocab_size=320,
                        tokenizer_bytes=150_000)

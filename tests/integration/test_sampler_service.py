@@ -18,7 +18,8 @@ import pytest
 from treegrpo import events
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
-from treegrpo.services.sampler import SamplerConfig, build_model
+from treegrpo.models import build_model
+from treegrpo.services.sampler import SamplerConfig
 from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
 

@@ -50,7 +50,7 @@ def build_sharp_model(out: Path) -> Path:
     import torch
     from transformers import Qwen3ForCausalLM
 
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models import build_model
 
     build_model(out, size="tiny", vocab_size=2048, seed=0, max_position=2048, tokenizer_bytes=1 << 20)
     model = Qwen3ForCausalLM.from_pretrained(out, dtype=torch.float32)

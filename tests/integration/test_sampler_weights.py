@@ -11,12 +11,12 @@ import torch
 
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
+from treegrpo.models import build_model
 from treegrpo.services.sampler import (
     AdapterLoader,
     SamplingParams,
     VersionGate,
     WeightReceiver,
-    build_model,
     push_adapter,
 )
 from treegrpo.services.sampler.backends._hf import HfBackend

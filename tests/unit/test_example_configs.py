@@ -10,8 +10,9 @@ from treegrpo.cli._core import service_class
 from treegrpo.cli._registry import SERVICES
 from treegrpo.config import load, read_toml
 from treegrpo.runner._config import SERVICE_NAMES, load_run_file
+from treegrpo.runner._examples import examples_dir
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("**/*.toml"))
+CONFIGS = sorted(examples_dir().glob("**/*.toml"))
 
 
 def _service_for(path: Path) -> str | None:

@@ -6,7 +6,7 @@ from treegrpo import events as ev
 from treegrpo.services.grader._groups import build_group_scored, sibling_ids
 from treegrpo.services.grader.rewards import Shaping
 from treegrpo.services.grader.service import apply_result, graded_from_executed
-from treegrpo.services.grader.tasks import GradeResult
+from treegrpo.tasks import GradeResult
 from treegrpo.v1 import events_pb2 as pb
 
 

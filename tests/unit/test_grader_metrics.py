@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import log_loss, roc_auc_score
 
-from treegrpo.services.grader.tasks import InvalidSubmission, Metric
-from treegrpo.services.grader.tasks._metrics import score
+from treegrpo.tasks import InvalidSubmission, Metric
+from treegrpo.tasks._metrics import score
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from treegrpo.services.grader.tasks import (
+from treegrpo.tasks import (
            Metric,
            TaskRegistry,
            UnsupportedCompetition,

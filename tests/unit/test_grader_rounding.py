@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from treegrpo.services.grader.tasks import COMPETITIONS, InvalidSubmission, grade_submission
-from treegrpo.services.grader.tasks._grade import grader_round
-from treegrpo.services.grader.tasks._task import task_from_spec
+from treegrpo.tasks import COMPETITIONS, InvalidSubmission, grade_submission
+from treegrpo.tasks._grade import grader_round
+from treegrpo.tasks._task import task_from_spec
 
 pytestmark = pytest.mark.timeout(60)
 

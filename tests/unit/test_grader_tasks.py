@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from treegrpo.services.grader.tasks import BUILTINS, ensure_builtin_tasks, get_task, grade_submission
+from treegrpo.tasks import BUILTINS, ensure_builtin_tasks, get_task, grade_submission
 
 pytestmark = pytest.mark.timeout(300)
 

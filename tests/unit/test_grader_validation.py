@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from treegrpo.services.grader.tasks import (
+from treegrpo.tasks import (
     COMPETITIONS,
     Metric,
     TaskRegistry,

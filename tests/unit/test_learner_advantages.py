@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from treegrpo.services.learner.advantages import compute, has_signal, signal_share
+from treegrpo.advantages import compute, has_signal, signal_share
 
 
 def test_grpo_valid_only_gives_zero_advantage_to_invalid_siblings():

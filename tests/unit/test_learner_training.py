@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
+from treegrpo.advantages import compute
 from treegrpo.services.learner import _checkpoint as ckpt
 from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
 from treegrpo.services.learner._packing import SeqSpec
 from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from treegrpo.services.learner.advantages import compute
 from treegrpo.services.learner.config import LoraSettings
 
 PROMPT = (1, 2, 3)

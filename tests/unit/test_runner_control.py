@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from treegrpo.config import ConfigError
 from treegrpo.runner._control import arms
+from treegrpo.runner._examples import example
 
 pytestmark = pytest.mark.timeout(30)
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.toml"
+DEMO = example("demo")
 
 
 def test_the_control_differs_from_the_train_arm_only_in_training_and_run_id():

@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from treegrpo.services.sampler import SamplingParams, build_model
+from treegrpo.models import build_model
+from treegrpo.services.sampler import SamplingParams
 from treegrpo.services.sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(180)

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo.services.sampler import (
-    data_overview,
-    parse_completion,
-    render_prompt,
-    task_context,
-    trim_output,
-)
+from treegrpo.prompts import data_overview, render_prompt, task_context, trim_output
+from treegrpo.services.sampler import parse_completion
 
 
 def test_draft_prompt_has_task_instructions_resources_and_data_but_no_hints_or_scores():

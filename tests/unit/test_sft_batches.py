@@ -14,7 +14,7 @@ def tiny(tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models import build_model
 
     path = build_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", vocab_size=512, tokenizer_bytes=200_000)
     torch.manual_seed(0)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo.services.grader.tasks import ensure_builtin_tasks
+from treegrpo.prompts import PromptSettings, render_prompt, task_context
 from treegrpo.services.learner.sft import CorpusSettings, corpus_pairs, load_corpus, render_completion
 from treegrpo.services.sampler._parse import parse_completion
-from treegrpo.services.sampler._prompts import render_prompt, task_context
-from treegrpo.services.sampler.config import PromptSettings
+from treegrpo.tasks import ensure_builtin_tasks
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from treegrpo.services.learner.sft import SftConfig, make_pair, train_sft
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models import build_model
 
     return build_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", vocab_size=512, tokenizer_bytes=200_000)
 

@@ -4,8 +4,8 @@
     report = await build_report("path/to/seed-root", [], "out/report")     # from a seed-format root
 """
 
-from treegrpo.report._advantage import ESTIMATORS, has_signal
-from treegrpo.report._advantage import compute as advantages
+from treegrpo.advantages import ESTIMATORS, has_signal
+from treegrpo.advantages import compute as advantages
 from treegrpo.report._build import Report, build_report, load_runs, write_report
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._metrics import GpuStats, PhaseStat, Ratio, RoundRow, RunMetrics, Signal, compute

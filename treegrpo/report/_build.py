@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
+from treegrpo.advantages import ESTIMATORS
 from treegrpo.report import _learning_plots, _plots
-from treegrpo.report._advantage import ESTIMATORS
 from treegrpo.report._compare import Comparison, compare
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._learning import CurveRow, curves, scorers

@@ -6,8 +6,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from treegrpo.advantages import has_signal
 from treegrpo.archive import PHASES, STATUSES, GateNodeRecord, NodeRecord
-from treegrpo.report._advantage import has_signal
 from treegrpo.report._data import RunData
 
 

@@ -11,7 +11,7 @@ import orjson
 import typer
 from rich.console import Console
 
-from treegrpo.report._advantage import ESTIMATORS
+from treegrpo.advantages import ESTIMATORS
 from treegrpo.report._build import build_report
 from treegrpo.report._output import print_rich
 

@@ -199,7 +199,7 @@ def _watched_folders(home: Path, nats: NatsHandle) -> dict[str, Path]:
 
 def prepare_tasks(spec: RunSpec) -> None:
     """Generate the built-in tasks once (a cache); MLE-bench tasks come from their data roots."""
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks
+    from treegrpo.tasks import ensure_builtin_tasks
 
     ensure_builtin_tasks()
 

@@ -10,15 +10,16 @@ from rich.console import Console
 
 from treegrpo.config import ConfigError
 from treegrpo.runner._config import load_run_file
+from treegrpo.runner._examples import DEMO, example, resolve_run_file
 
 console = Console(highlight=False)
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.toml"
 
 
 def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
     from treegrpo.runner._control import execute_paired
     from treegrpo.runner._run import execute
 
+    config = resolve_run_file(config)
     if control and resume:
         console.print("[red]--control starts a new pair of runs; it cannot --resume[/]")
         return 2
@@ -40,7 +41,8 @@ def _execute(config: Path | None, overrides: list[str], resume: str, control: bo
     return {"completed": 0, "stopped": 130}.get(result.outcome, 1)
 
 
-def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], [runner], [sampler], ...)"),
+def run(config: Path | None = typer.Argument(None, help="Run file (TOML: [run], [runner], [sampler], ...), or the "
+                                                      "name of an example shipped in treegrpo/configs (run-small)"),
         resume: str = typer.Option("", "--resume", help="Resume this run id from the log"),
         no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
         attach: bool = typer.Option(False, "--attach", help="Services already run elsewhere (compose, k8s): publish run.started, follow, export, report"),
@@ -64,8 +66,9 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
                        "0 = the recipe's fixed step count (~3.5 min on 2 CPU cores). Cached per setting"),
          control: bool = typer.Option(True, "--control/--no-control",
                                       help="Run the paired no-train control after the train arm and print the verdict"),
-         config: Path = typer.Option(DEMO_CONFIG, "--config",
-                                     help="Another run file with the demo policy, e.g. configs/learning-gpu.toml"),
+         config: Path | None = typer.Option(None, "--config", show_default="the shipped demo",
+                                            help="Another run file with the demo policy: a path or a shipped "
+                                                 "example's name, e.g. learning-gpu (treegrpo/configs/)"),
          set_: list[str] = typer.Option([], "--set", help="Override a demo setting")) -> None:
     """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds,
     then the same rounds without training, and the verdict: did training (not search) help?"""
@@ -79,4 +82,4 @@ def demo(skip_sft: bool = typer.Option(False, help="Use the model as it is (no S
         budget = {"max_seconds": sft_seconds} if sft_seconds else {}
         model_dir = prepare_demo_policy(treegrpo_home() / "demo", overrides=budget)
         overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
-    raise typer.Exit(_execute(config, overrides, "", control))
+    raise typer.Exit(_execute(config or example(DEMO), overrides, "", control))

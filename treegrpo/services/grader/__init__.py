@@ -1,4 +1,4 @@
-"""The grader: task registry and grading (`treegrpo.services.grader.tasks`), reward shaping
+"""The grader: task registry and grading (`treegrpo.tasks`), reward shaping
 (`treegrpo.services.grader.rewards`) and the `GraderService` (`treegrpo.services.grader.service`)."""
 
 from treegrpo.services.grader.config import GraderConfig, RewardSettings

@@ -20,7 +20,7 @@ from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError,
 from treegrpo.service import HandlerFn, Service
 from treegrpo.services.grader._groups import GroupTracker
 from treegrpo.services.grader.config import GraderConfig
-from treegrpo.services.grader.tasks import (
+from treegrpo.tasks import (
     AnswersUnavailable,
     GradeResult,
     InvalidSubmission,
@@ -31,7 +31,7 @@ from treegrpo.services.grader.tasks import (
     ensure_builtin_tasks,
     grade_submission,
 )
-from treegrpo.services.grader.tasks._submission import check_size
+from treegrpo.tasks._submission import check_size
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)

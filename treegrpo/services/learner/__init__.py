@@ -1,13 +1,11 @@
 """The learner: GRPO/PPO on a LoRA adapter, one published version per step.
 
-Light to import (no torch, no pydantic until `LearnerConfig` is asked for): the advantage
-estimators. The service lives in `treegrpo.services.learner.service` (LearnerService), the step in
-`treegrpo.services.learner._trainer`.
+Light to import (no torch, no pydantic until `LearnerConfig` is asked for). The service lives in
+`treegrpo.services.learner.service` (LearnerService), the step in `treegrpo.services.learner._trainer`;
+its advantage estimators are the core's `treegrpo.advantages` (the report uses the same ones).
 """
 
-from treegrpo.services.learner.advantages import ESTIMATORS, compute, has_signal, signal_share
-
-__all__ = ["ESTIMATORS", "LearnerConfig", "compute", "has_signal", "signal_share"]
+__all__ = ["LearnerConfig"]
 
 
 def __getattr__(name: str):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
-from treegrpo.services.learner import advantages
+from treegrpo import advantages
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 from treegrpo import events
 from treegrpo.bus import Bus
+from treegrpo.prompts import PromptSettings, TaskContext, render_prompt
 from treegrpo.services.sampler._parse import parse_completion
-from treegrpo.services.sampler._prompts import TaskContext, render_prompt
 from treegrpo.services.sampler._state import RunState
 from treegrpo.services.sampler.backends import Completion
-from treegrpo.services.sampler.config import PromptSettings
 from treegrpo.services.sampler.policy import Expansion
 from treegrpo.v1 import events_pb2 as pb
 

@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.prompts import PromptSettings
 
 # the vllm/openai sections are the backends' own settings models, so every field is configurable
 from treegrpo.services.sampler.backends._openai import OpenAISettings
@@ -24,15 +25,6 @@ class SamplingSettings(Section):
     max_new_tokens: int = Field(default=2048, ge=1, description="Response token budget per node")
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature (logprobs are recorded from the raw, temperature-1 distribution)")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass")
-
-
-class PromptSettings(Section):
-    gpu_hint: bool = Field(default=False, description="Add the GPU-declaration hint the seed's probe used (steers the policy; off by default)")
-    show_scores: bool = Field(default=False, description="Show the parent's validation output score line in improve prompts (the seed's redesign removed shown scores)")
-    template_dir: str = Field(default="", description="Folder with draft.md/improve.md/debug.md/system.md overriding the built-in templates")
-    task_roots: list[str] = Field(default_factory=list, description="Roots holding <task>/description.md or <task>/prepared/public/; empty = $TREEGRPO_HOME/tasks/public")
-    time_limit_s: int = Field(default=600, ge=1, description="Wall-clock limit stated to the model")
-    csv_head_lines: int = Field(default=4, ge=0, description="Lines shown from the head of each CSV in the data overview")
 
 
 class GrpcSettings(Section):

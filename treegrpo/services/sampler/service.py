@@ -20,10 +20,10 @@ from pathlib import Path
 from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import treegrpo_home
 from treegrpo.events import IMPORTED_PRODUCER
+from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.services.sampler import _expand
 from treegrpo.services.sampler._adapters import AdapterLoader, VersionGate
-from treegrpo.services.sampler._prompts import TaskContext, task_context
 from treegrpo.services.sampler._state import REPLAY_KINDS, RunState
 from treegrpo.services.sampler._summary import round_summary
 from treegrpo.services.sampler._weights import WeightReceiver

@@ -1,4 +1,5 @@
-"""The seed corpus (corpus/manifest.json + corpus/<task>/*.py) and its SFT pairs.
+"""The seed corpus (manifest.json + <task>/*.py, shipped as package data in treegrpo/data/corpus/)
+and its SFT pairs.
 
 Pairs are rendered with the sampler's own prompt templates (`render_prompt`) and the task's real
 public folder (`task_context`), so a pair's prompt is byte for byte what the sampler would serve:
@@ -12,13 +13,12 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
+from treegrpo.prompts import PromptSettings
 from treegrpo.services.learner.sft._pairs import Pair, make_pair, render_completion
 from treegrpo.services.learner.sft.config import CorpusSettings
-from treegrpo.services.sampler.config import PromptSettings
-
-REPO_CORPUS = Path(__file__).resolve().parents[4] / "corpus"
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,15 @@ class CorpusScript:
         return self.verified is not None and self.verified.status == self.intended
 
 
+def packaged_corpus() -> Path:
+    """The corpus shipped in the package, found through importlib.resources (from an installed
+    wheel as from the checkout). A wheel installs as plain files, so it is a real folder."""
+    return Path(str(resources.files("treegrpo") / "data" / "corpus"))
+
+
 def corpus_dir(path: str | Path = "") -> Path:
-    return Path(path).expanduser() if path else REPO_CORPUS
+    """`path`, or the packaged corpus when it is empty."""
+    return Path(path).expanduser() if path else packaged_corpus()
 
 
 def load_corpus(path: str | Path = "") -> list[CorpusScript]:
@@ -68,7 +75,7 @@ def load_corpus(path: str | Path = "") -> list[CorpusScript]:
 
 def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 0) -> list[Pair]:
     """Every pair the settings ask for, in a deterministic order."""
-    from treegrpo.services.sampler._prompts import render_prompt, task_context
+    from treegrpo.prompts import render_prompt, task_context
 
     scripts = load_corpus(settings.path)
     if settings.tasks:

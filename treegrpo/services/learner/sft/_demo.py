@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib.abc import Traversable
 from pathlib import Path
 
 from treegrpo.services.learner.sft._corpus import corpus_dir
@@ -33,17 +34,17 @@ DEMO_SFT = dict(max_steps=280, lr=3e-3, batch_tokens=4096, warmup_steps=10, torc
 
 
 def _register_size() -> None:
-    from treegrpo.services.sampler import _model_builder as mb
+    from treegrpo.models import SIZES, ModelSize
 
-    mb.SIZES.setdefault(DEMO_SIZE, mb.ModelSize(**DEMO_SHAPE))
+    SIZES.setdefault(DEMO_SIZE, ModelSize(**DEMO_SHAPE))
 
 
-def tokenizer_text(cfg: SftConfig) -> list[Path]:
+def tokenizer_text(cfg: SftConfig) -> list[Traversable]:
     """What the tokenizer learns its merges from, beside some standard library: the corpus and the
     prompt templates, so their recurring lines become single tokens."""
-    from treegrpo.services.sampler._prompts import BUILTIN_TEMPLATES
+    from treegrpo.prompts import builtin_templates
 
-    return sorted(corpus_dir(cfg.corpus.path).glob("*-mini/*.py")) + sorted(BUILTIN_TEMPLATES.glob("*.md"))
+    return [*sorted(corpus_dir(cfg.corpus.path).glob("*-mini/*.py")), *builtin_templates()]
 
 
 def fingerprint(cfg: SftConfig, size: str) -> str:
@@ -62,9 +63,9 @@ def prepare_demo_policy(out_dir: str | Path, *, size: str = DEMO_SIZE, overrides
     """Build + SFT the demo policy under `out_dir` (cached); return the fine-tuned model folder."""
     import asyncio
 
+    from treegrpo.models import build_model
     from treegrpo.services.learner.sft._run import build_pairs
     from treegrpo.services.learner.sft._train import train_sft
-    from treegrpo.services.sampler._model_builder import build_model
 
     _register_size()
     out = Path(out_dir).expanduser()

@@ -21,8 +21,8 @@ async def build_pairs(cfg: SftConfig, use_corpus: bool, console=None) -> list[Pa
     """Corpus pairs (when asked) then archive pairs of every configured run."""
     pairs: list[Pair] = []
     if use_corpus:
-        from treegrpo.services.grader.tasks import ensure_builtin_tasks
         from treegrpo.services.learner.sft._corpus import corpus_pairs, load_corpus
+        from treegrpo.tasks import ensure_builtin_tasks
 
         tasks = cfg.corpus.tasks or sorted({s.task for s in load_corpus(cfg.corpus.path)})
         if not cfg.prompts.task_roots:

@@ -8,12 +8,12 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.prompts import PromptSettings
 from treegrpo.services.learner.config import LoraSettings
-from treegrpo.services.sampler.config import PromptSettings
 
 
 class CorpusSettings(Section):
-    path: str = Field(default="", description="Seed corpus folder (manifest.json + <task>/*.py); empty = the repo's corpus/")
+    path: str = Field(default="", description="Seed corpus folder (manifest.json + <task>/*.py); empty = the one shipped in the package (treegrpo/data/corpus)")
     tasks: list[str] = Field(default_factory=list, description="Only these tasks; empty = every task in the manifest")
     draft: bool = Field(default=True, description="A draft pair per valid script")
     improve_per_script: int = Field(default=1, ge=0, description="Improve pairs per valid script: parents drawn from weaker valid scripts of its task")

@@ -74,7 +74,7 @@ def verify(script: CorpusScript, tasks: dict, timeout_s: float) -> Verified:
 def grade_code(code: str, task, timeout_s: float, prefix: str = "sft-") -> Verified:
     """Run code on a task's public data and grade its submission: the final status the grader
     would record (also what `benchmarks/sft_policy_probe.py` asks of sampled code)."""
-    from treegrpo.services.grader.tasks import grade_submission
+    from treegrpo.tasks import grade_submission
 
     status, output, sub, seconds, ws = run_code(code, task.public_dir, timeout_s, prefix=prefix)
     metric = oriented = None
@@ -91,10 +91,10 @@ def grade_code(code: str, task, timeout_s: float, prefix: str = "sft-") -> Verif
 
 
 def main(argv: list[str] | None = None) -> int:
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks
+    from treegrpo.tasks import ensure_builtin_tasks
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default="", help="corpus folder (default: the repo's corpus/)")
+    ap.add_argument("--corpus", default="", help="corpus folder (default: the packaged one, treegrpo/data/corpus)")
     ap.add_argument("--tasks", nargs="*", default=[], help="only these tasks")
     ap.add_argument("--names", nargs="*", default=[], help="only these scripts (file stems)")
     ap.add_argument("--jobs", type=int, default=2, help="scripts run at once")

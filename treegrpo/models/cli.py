@@ -27,7 +27,7 @@ def init(
     force: bool = typer.Option(False, help="Overwrite a folder that already holds a model"),
 ) -> None:
     """Write a Qwen3-architecture model with random weights and a locally trained tokenizer."""
-    from treegrpo.services.sampler._model_builder import build_model
+    from treegrpo.models._builder import build_model
 
     out = out_dir or treegrpo_home() / "models" / size
     if (out / "config.json").exists() and not force:

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from treegrpo.services.grader.tasks._submission import InvalidSubmission
-from treegrpo.services.grader.tasks._task import (
+from treegrpo.tasks._submission import InvalidSubmission
+from treegrpo.tasks._task import (
     COMPETITIONS,
     CompetitionSpec,
     Metric,

@@ -19,14 +19,14 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from treegrpo.services.grader.tasks import _metrics
-from treegrpo.services.grader.tasks._submission import (
+from treegrpo.tasks import _metrics
+from treegrpo.tasks._submission import (
     DEFAULT_MAX_BYTES,
     READ_KW,
     InvalidSubmission,
     read_submission,
 )
-from treegrpo.services.grader.tasks._task import Metric, Task
+from treegrpo.tasks._task import Metric, Task
 
 
 class AnswersUnavailable(RuntimeError):
@@ -168,7 +168,7 @@ def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFA
         # one row more than the answers is enough to know a file is too long
         frame = read_submission(submission, max_bytes, None if answers is None else len(answers) + 1)
         if task.metric is Metric.MLEBENCH:
-            from treegrpo.services.grader.tasks._mlebench import mlebench_score
+            from treegrpo.tasks._mlebench import mlebench_score
             raw = mlebench_score(task, frame)
         else:
             raw = score_frame(task, frame, answers)  # type: ignore[arg-type]

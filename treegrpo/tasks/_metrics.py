@@ -25,8 +25,8 @@ import functools
 import numpy as np
 from scipy.special import xlogy
 
-from treegrpo.services.grader.tasks._submission import InvalidSubmission
-from treegrpo.services.grader.tasks._task import Metric
+from treegrpo.tasks._submission import InvalidSubmission
+from treegrpo.tasks._task import Metric
 
 EPS = float(np.finfo(np.float64).eps)
 

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from treegrpo.config import treegrpo_home
-from treegrpo.services.grader.tasks._builtin import BUILTINS, DEFAULT_SEED, ensure_builtin_tasks
-from treegrpo.services.grader.tasks._mlebench import list_competitions, read_competition
-from treegrpo.services.grader.tasks._task import Task
+from treegrpo.tasks._builtin import BUILTINS, DEFAULT_SEED, ensure_builtin_tasks
+from treegrpo.tasks._mlebench import list_competitions, read_competition
+from treegrpo.tasks._task import Task
 
 
 class UnknownTask(LookupError):

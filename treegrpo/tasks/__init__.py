@@ -1,34 +1,36 @@
-"""Tasks: the registry, the built-in offline tasks, MLE-bench data roots, metrics and grading.
+"""Tasks: the registry, the built-in offline tasks, MLE-bench data roots, metrics and grading. In the
+core because several services use it: the grader grades, the sampler reads descriptions, the SFT
+verifies its corpus, the runner generates the built-in tasks (needs the `grader` extra: pandas, ...).
 
-    from treegrpo.services.grader.tasks import ensure_builtin_tasks, get_task, grade_submission
+    from treegrpo.tasks import ensure_builtin_tasks, get_task, grade_submission
     tasks = ensure_builtin_tasks()                 # generate once into $TREEGRPO_HOME/tasks/
     task = get_task("spooky-mini")                 # or an MLE-bench competition id + mlebench_roots
     result = grade_submission(task, Path("submission.csv"))   # GradeResult(status, test_metric, ...)
 """
 
-from treegrpo.services.grader.tasks._builtin import (
+from treegrpo.tasks._builtin import (
            BUILTINS,
            GENERATOR_VERSION,
            builtin_task,
            ensure_builtin_tasks,
            generate_task,
 )
-from treegrpo.services.grader.tasks._grade import (
+from treegrpo.tasks._grade import (
            AnswersUnavailable,
            GradeResult,
            grade_submission,
            load_answers,
            score_frame,
 )
-from treegrpo.services.grader.tasks._mlebench import (
+from treegrpo.tasks._mlebench import (
            UnsupportedCompetition,
            list_competitions,
            mlebench_available,
            read_competition,
 )
-from treegrpo.services.grader.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
-from treegrpo.services.grader.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, read_submission
-from treegrpo.services.grader.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
+from treegrpo.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
+from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, read_submission
+from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
 
 __all__ = ["BUILTINS", "COMPETITIONS", "DEFAULT_MAX_BYTES", "GENERATOR_VERSION", "AnswersUnavailable",
            "CompetitionSpec", "GradeResult", "InvalidSubmission", "Metric", "Task", "TaskRegistry",

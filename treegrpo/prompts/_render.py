@@ -1,4 +1,4 @@
-"""Rendering the draft / improve / debug prompts from the template files in `prompts/`.
+"""Rendering the draft / improve / debug prompts from the template files in `templates/`.
 
 `render_prompt` is pure (text in, chat messages out) so the SFT and learner code can render
 training prompts exactly as the sampler does. The task description and data overview are read
@@ -8,8 +8,11 @@ from a task's public folder by `task_context`; nothing here ever reads a private
 from __future__ import annotations
 
 import csv
+import functools
 import os
 from dataclasses import dataclass
+from importlib import resources
+from importlib.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +22,6 @@ from treegrpo.config import treegrpo_home
 
 Mode = Literal["draft", "improve", "debug"]
 MODES: tuple[Mode, ...] = ("draft", "improve", "debug")
-BUILTIN_TEMPLATES = Path(__file__).parent / "prompts"
 TRIM_AT = 5100     # AIDE trims a script's output once it passes ~5,100 characters ...
 TRIM_KEEP = 2500   # ... to its first and last ~2,500
 MAX_LISTED = 8     # files shown per folder in the data overview before summarising
@@ -33,10 +35,20 @@ def trim_output(text: str, limit: int = TRIM_AT, keep: int = TRIM_KEEP) -> str:
     return f"{text[:keep]}\n... [{cut} characters trimmed] ...\n{text[-keep:]}"
 
 
-def _environment(template_dir: str | Path | None) -> jinja2.Environment:
-    dirs = [str(template_dir)] if template_dir else []
-    dirs.append(str(BUILTIN_TEMPLATES))  # a custom folder may override only some templates
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined,
+def builtin_templates() -> list[Traversable]:
+    """The built-in template files (system.md, draft.md, ...), sorted by name: package data read
+    through importlib.resources, so they are found from an installed wheel as from the checkout."""
+    folder = resources.files(__package__) / "templates"
+    return sorted((t for t in folder.iterdir() if t.name.endswith(".md")), key=lambda t: t.name)
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(template_dir: str | None) -> jinja2.Environment:
+    """One environment per template folder: it keeps the parsed templates (re-read when a file changes)."""
+    builtin = jinja2.PackageLoader(__package__, "templates")
+    # a custom folder may override only some templates; the rest come from the package
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(template_dir), builtin]) if template_dir else builtin
+    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=False, autoescape=False)
 
 
@@ -48,7 +60,7 @@ def render_prompt(mode: Mode, task_description: str, data_overview: str, parent_
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
     if mode != "draft" and parent_code is None:
         raise ValueError(f"{mode} prompts need the parent's code")
-    env = _environment(template_dir)
+    env = _environment(str(template_dir) if template_dir else None)
     values = dict(task_description=task_description.strip(), data_overview=data_overview.strip(),
                   parent_code=(parent_code or "").strip("\n"), parent_output=trim_output(parent_output or "").strip("\n"),
                   gpu_hint=gpu_hint, show_scores=show_scores, time_limit_min=max(1, round(time_limit_s / 60)))
@@ -90,8 +102,8 @@ def task_context(task: str, roots: list[str] | None = None, csv_head_lines: int 
 
 def _from_registry(task: str, roots: list[str] | None, missing: FileNotFoundError) -> tuple[Path, str]:
     try:
-        from treegrpo.services.grader.tasks import UnknownTask, get_task
-    except ImportError:  # a sampler image without the grader extra: the folder lookup is all there is
+        from treegrpo.tasks import UnknownTask, get_task
+    except ImportError:  # an image without the grader extra (pandas): the folder lookup is all there is
         raise missing from None
     try:
         found = get_task(task, mlebench_roots=roots or (), private=False)  # never write answers here

@@ -12,7 +12,10 @@ import json
 import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.abc import Traversable
 from pathlib import Path
+
+from treegrpo.prompts import builtin_templates
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<|pad|>"]
 EOS, PAD = "<|im_end|>", "<|pad|>"
@@ -44,10 +47,9 @@ SIZES: dict[str, ModelSize] = {
 }
 
 
-def corpus(max_bytes: int = 12 << 20, extra: list[Path] | None = None) -> Iterator[str]:
+def corpus(max_bytes: int = 12 << 20, extra: list[Traversable] | None = None) -> Iterator[str]:
     """Training text: prompt templates, any extra files, then stdlib sources up to `max_bytes`."""
-    templates = Path(__file__).parent / "prompts"
-    for path in [*sorted(templates.glob("*.md")), *(extra or [])]:
+    for path in [*builtin_templates(), *(extra or [])]:
         yield path.read_text(encoding="utf-8", errors="replace")
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     used = 0
@@ -64,7 +66,7 @@ def corpus(max_bytes: int = 12 << 20, extra: list[Path] | None = None) -> Iterat
             return
 
 
-def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: list[Path] | None = None,
+def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: list[Traversable] | None = None,
                     split: str = "words"):
     """A byte-level BPE `PreTrainedTokenizerFast` with the chat template and special tokens.
 
@@ -95,7 +97,8 @@ def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: li
 
 
 def build_model(out_dir: str | Path, size: str = "small", vocab_size: int = 8192, seed: int = 0,
-                max_position: int = 8192, tokenizer_bytes: int = 12 << 20, extra_text: list[Path] | None = None,
+                max_position: int = 8192, tokenizer_bytes: int = 12 << 20,
+                extra_text: list[Traversable] | None = None,
                 tokenizer_split: str = "words") -> Path:
     """Write `config.json`, `model.safetensors` and the tokenizer files of a fresh model to `out_dir`."""
     import torch

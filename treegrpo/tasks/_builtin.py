@@ -24,10 +24,10 @@ import pandas as pd
 from PIL import Image
 
 from treegrpo.config import treegrpo_home
-from treegrpo.services.grader.tasks import _descriptions as desc
-from treegrpo.services.grader.tasks import _gen_images as gi
-from treegrpo.services.grader.tasks import _gen_text
-from treegrpo.services.grader.tasks._task import COMPETITIONS, Task, task_from_spec
+from treegrpo.tasks import _descriptions as desc
+from treegrpo.tasks import _gen_images as gi
+from treegrpo.tasks import _gen_text
+from treegrpo.tasks._task import COMPETITIONS, Task, task_from_spec
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Importable without torch, so the report can recompute the learning-signal share of any archive:
 
-    from treegrpo.services.learner.advantages import compute, has_signal
+    from treegrpo.advantages import compute, has_signal
     adv = compute("grpo_valid_only", rewards=[0.3, -0.5, 0.7], statuses=["ok", "crashed", "ok"])
 
 Estimators (G = group size, r = rewards):

@@ -1,11 +1,11 @@
-"""Write the seed corpus: corpus/<task>/<name>.py plus corpus/manifest.json.
+"""Write the seed corpus: treegrpo/data/corpus/<task>/<name>.py plus treegrpo/data/corpus/manifest.json.
 
 Valid scripts come from a shared skeleton per task times feature/model/hyper-parameter grids
 (`_text.py`, `_images.py`); failing scripts are broken copies of valid ones, broken the way
 model-written code breaks (a wrong column, a wrong path, a typo'd import, a shape mix-up, a
 forgotten submission, unnormalised or misaligned predictions). The manifest's `verified` block
 is filled by `python -m treegrpo.services.learner.sft.verify_corpus`, which runs every script on the
-generated public data and grades it with the grader. Re-run: `python corpus/_generate.py`.
+generated public data and grades it with the grader. Re-run: `python treegrpo/data/corpus/_generate.py`.
 """
 
 from __future__ import annotations
