@@ -22,3 +22,4 @@ def test_a_rounds_best_comes_from_its_graded_nodes_when_round_completed_is_the_f
     assert p.per_task["t"].best is None  # no round has completed yet
     p.apply(ev.make_event("r", "sampler", pb.RoundCompleted(task="t", round=1, completed_unix=1)))
     assert (p.per_task["t"].best, p.per_task["t"].rounds_done) == (5.0, 1)
+
