@@ -92,8 +92,10 @@ async def test_malformed_lines_are_reported_and_the_rest_imported(bus, tmp_path)
 
 def _live_run(run: str) -> list[pb.Event]:
     """The events services publish for one tiny round: 2 groups of 2, one node still in flight."""
-    spec = pb.RunStarted(run_spec_json='{"phase": "eval"}', tasks=["t"], rounds=1, train=True, resource_gate=True)
-    started = pb.RoundStarted(task="t", round=1, started_unix=1700000000, model="m0", expansions=2, group_size=2)
+    spec = pb.RunStarted(run_spec_json='{"phase": "eval"}', tasks=["t"], rounds=1, train=True,
+                         resource_gate=True)
+    started = pb.RoundStarted(task="t", round=1, started_unix=1700000000, model="m0", expansions=2,
+                              group_size=2)
     out = [ev.make_event(run, "cli", spec, at=1.0), ev.make_event(run, "sampler", started, at=1.0)]
     graded = []
     for step in range(2):
@@ -119,7 +121,7 @@ def _live_run(run: str) -> list[pb.Event]:
             graded.append(ev.make_event(run, "grader", g, at=4.0))
         graded.append(ev.make_event(run, "grader", group, at=5.0))
     late = pb.NodeSampled(node_id="f" * 12, task="t", round=1, step=2, sibling_group="g9", mode="debug")
-    done = pb.RoundCompleted(task="t", round=1, completed_unix=1700000100)  # the fact alone, as the sampler says it
+    done = pb.RoundCompleted(task="t", round=1, completed_unix=1700000100)  # the fact alone, as sampled
     step = pb.LearnerStepped(step=1, total_s=10.0)
     step.phases_s.gen, step.phases_s.update_actor = 8.0, 1.9
     return out + list(reversed(graded)) + [ev.make_event(run, "sampler", late, at=6.0),
@@ -150,7 +152,8 @@ async def test_a_live_rounds_summary_is_derived_from_its_node_events(bus, tmp_pa
     assert summary == {
         "exp_id": "t", "round": 1, "model": "m0", "adapter_path": "", "nodes": 4, "valid": 2, "expansions": 2,
         "phase": "eval", "best_test_metric": 1.5, "best_node_id": ev.node_id("live3", "t", 1, 1, 0),
-        "honest_test_metric": None, "rollout_file": "round_1/t__1700000000.jsonl", "workspace": "live3/round_1/t",
+        "honest_test_metric": None, "rollout_file": "round_1/t__1700000000.jsonl",
+        "workspace": "live3/round_1/t",
         "gen_llm_seconds": 1.5, "gen_exec_seconds": 6.0}
 
 

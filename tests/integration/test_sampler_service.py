@@ -160,11 +160,11 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
     await export_runs(bus, ["run1"], tmp_path / "export")  # round summaries are a projection of node events
     for r in (1, 2):
         fact = (await bus.last_event("run1", "round.completed", ("spooky-mini", str(r)))).round_completed
-        assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (0, False, "")  # fact only
+        assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (0, False, "")  # no copies
         started = (await bus.last_event("run1", "round.started", ("spooky-mini", str(r)))).round_started
         rdir = tmp_path / "export" / "run1" / f"round_{r}"
         summary = json.loads((rdir / f"spooky-mini__summary_{fact.completed_unix}.json").read_text())
-        assert (summary["nodes"], summary["valid"], summary["expansions"]) == (12, 6, 3)  # indices 0, 3 per group
+        assert (summary["nodes"], summary["valid"], summary["expansions"]) == (12, 6, 3)  # indices 0, 3 a group
         assert summary["best_node_id"] == events.node_id("run1", "spooky-mini", r, 0, 0)  # lowest metric wins
         assert summary["best_test_metric"] == pytest.approx(0.3)
         assert summary["gen_exec_seconds"] == pytest.approx(18.0) and summary["gen_llm_seconds"] > 0

@@ -52,8 +52,8 @@ def test_a_round_without_round_started_takes_model_expansions_and_phase_from_its
 
 def test_an_imported_round_keeps_the_seeds_own_summary():
     facts = RunFacts(RUN)
-    seed = pb.RoundCompleted(task="t", round=1, nodes=7, valid=3, gen_llm_seconds=12.5, honest_test_metric=0.5,
-                             model="seed-model", rollout_file="rollouts/t__1.jsonl")
+    seed = pb.RoundCompleted(task="t", round=1, nodes=7, valid=3, gen_llm_seconds=12.5,
+                             honest_test_metric=0.5, model="seed-model", rollout_file="rollouts/t__1.jsonl")
     facts.add(ev.make_event(RUN, ev.IMPORTED_PRODUCER, seed))
     s = round_summary(facts, facts.rounds[("t", 1)], [], {})
     assert (s.nodes, s.valid, s.gen_llm_seconds, s.honest_test_metric, s.model, s.rollout_file) == \

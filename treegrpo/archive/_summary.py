@@ -86,8 +86,11 @@ def derive_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord
                 and (best is None or r.oriented > best.oriented):
             best = r
     st = rf.started
-    model = st.model if st is not None else next((sampled[r.id].model for r in ordered if r.id in sampled), "")
-    expansions = st.expansions if st is not None else (_spec_value(facts.started, "tree") or {}).get("expansions", 0)
+    if st is not None:
+        model, expansions = st.model, st.expansions
+    else:  # a log cut short: the nodes' model and the run's tree shape
+        model = next((sampled[r.id].model for r in ordered if r.id in sampled), "")
+        expansions = (_spec_value(facts.started, "tree") or {}).get("expansions", 0)
     return RoundSummary(
         exp_id=rf.task, round=rf.round, model=model, adapter_path=st.adapter_path if st is not None else "",
         nodes=len(records), valid=sum(r.status == "ok" for r in records), expansions=expansions,

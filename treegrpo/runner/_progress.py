@@ -20,7 +20,7 @@ class TaskProgress:
     graded: int = 0
     statuses: Counter = field(default_factory=Counter)
     best: float | None = None  # the best test_metric of the latest completed round
-    round_best: dict[int, tuple[float, float]] = field(default_factory=dict)  # round -> (oriented, test_metric)
+    round_best: dict[int, tuple[float, float]] = field(default_factory=dict)  # round: (oriented, test_metric)
 
 
 @dataclass
