@@ -34,7 +34,7 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     summaries = [json.loads(p.read_text()) for p in sorted((run_dir / "export" / run_id).glob("round_*/*summary*"))]
     assert [(s["round"], s["nodes"], s["expansions"]) for s in summaries] == \
         [(r, e * g, e) for r in range(1, rounds + 1)]
-    assert all(s["gen_llm_seconds"] > 0 and s["gen_exec_seconds"] > 0 for s in summaries)
+    assert all(s["gen_llm_seconds"] > 0 for s in summaries)  # the tiny model writes no code: exec may be 0
     assert (run_dir / "report" / "report.md").exists()
 
     # every event of every kind carries trace context, those published outside any span included
