@@ -30,6 +30,11 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     assert len(records) == tasks * rounds * e * g and len({r["id"] for r in records}) == len(records)
     timing = [json.loads(x) for x in (run_dir / "export" / run_id / "timing.jsonl").read_text().splitlines()]
     assert [t["step"] for t in timing] == list(range(1, rounds + 1)) or len(timing) == rounds
+    # each round's summary is derived at export from its node events (round.completed is the fact alone)
+    summaries = [json.loads(p.read_text()) for p in sorted((run_dir / "export" / run_id).glob("round_*/*summary*"))]
+    assert [(s["round"], s["nodes"], s["expansions"]) for s in summaries] == \
+        [(r, e * g, e) for r in range(1, rounds + 1)]
+    assert all(s["gen_llm_seconds"] > 0 for s in summaries)  # the tiny model writes no code: exec may be 0
     assert (run_dir / "report" / "report.md").exists()
 
     # every event of every kind carries trace context, those published outside any span included

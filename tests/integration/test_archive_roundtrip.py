@@ -92,9 +92,11 @@ async def test_malformed_lines_are_reported_and_the_rest_imported(bus, tmp_path)
 
 def _live_run(run: str) -> list[pb.Event]:
     """The events services publish for one tiny round: 2 groups of 2, one node still in flight."""
-    spec = pb.RunStarted(run_spec_json="{}", tasks=["t"], rounds=1, train=True, resource_gate=True)
-    out = [ev.make_event(run, "cli", spec, at=1.0),
-           ev.make_event(run, "sampler", pb.RoundStarted(task="t", round=1, started_unix=1700000000), at=1.0)]
+    spec = pb.RunStarted(run_spec_json='{"phase": "eval"}', tasks=["t"], rounds=1, train=True,
+                         resource_gate=True)
+    started = pb.RoundStarted(task="t", round=1, started_unix=1700000000, model="m0", expansions=2,
+                              group_size=2)
+    out = [ev.make_event(run, "cli", spec, at=1.0), ev.make_event(run, "sampler", started, at=1.0)]
     graded = []
     for step in range(2):
         gid = ev.group_id(run, "t", 1, step)
@@ -103,7 +105,8 @@ def _live_run(run: str) -> list[pb.Event]:
             nid = ev.node_id(run, "t", 1, step, i)
             ok = i == 0
             s = pb.NodeSampled(node_id=nid, task="t", round=1, step=step, sibling_group=gid, mode="draft",
-                               code=f"print({i})", response_token_ids=[1, 2], response_logprobs=[-0.5, -0.25])
+                               code=f"print({i})", response_token_ids=[1, 2], response_logprobs=[-0.5, -0.25],
+                               index_in_group=i, gen_seconds=0.25 * (step + 1))
             x = pb.NodeExecuted(node_id=nid, task="t", round=1, step=step, sibling_group=gid, mode="draft",
                                 status="ok" if ok else "crashed", exc_type=None if ok else "ValueError",
                                 resource_gate=True, where="local:w1")
@@ -118,8 +121,7 @@ def _live_run(run: str) -> list[pb.Event]:
             graded.append(ev.make_event(run, "grader", g, at=4.0))
         graded.append(ev.make_event(run, "grader", group, at=5.0))
     late = pb.NodeSampled(node_id="f" * 12, task="t", round=1, step=2, sibling_group="g9", mode="debug")
-    done = pb.RoundCompleted(task="t", round=1, nodes=4, valid=2, expansions=2, phase="train", best_test_metric=1.5,
-                             best_node_id=ev.node_id(run, "t", 1, 1, 0), completed_unix=1700000100)
+    done = pb.RoundCompleted(task="t", round=1, completed_unix=1700000100)  # the fact alone, as sampled
     step = pb.LearnerStepped(step=1, total_s=10.0)
     step.phases_s.gen, step.phases_s.update_actor = 8.0, 1.9
     return out + list(reversed(graded)) + [ev.make_event(run, "sampler", late, at=6.0),
@@ -142,11 +144,37 @@ async def test_export_of_a_live_run_joins_the_facts_into_the_seed_layout(bus, tm
                                                             "phases_s": {"gen": 8.0, "update_actor": 1.9}}]
 
 
+async def test_a_live_rounds_summary_is_derived_from_its_node_events(bus, tmp_path):
+    """round.completed carries no summary: every key comes from round.started, the nodes and run.started."""
+    await bus.publish_many(_live_run("live3"))
+    await export_runs(bus, ["live3"], tmp_path)
+    summary = json.loads((tmp_path / "live3" / "round_1" / "t__summary_1700000100.json").read_text())
+    assert summary == {
+        "exp_id": "t", "round": 1, "model": "m0", "adapter_path": "", "nodes": 4, "valid": 2, "expansions": 2,
+        "phase": "eval", "best_test_metric": 1.5, "best_node_id": ev.node_id("live3", "t", 1, 1, 0),
+        "honest_test_metric": None, "rollout_file": "round_1/t__1700000000.jsonl",
+        "workspace": "live3/round_1/t",
+        "gen_llm_seconds": 1.5, "gen_exec_seconds": 6.0}
+
+
+async def test_a_live_round_completed_carrying_stale_copies_does_not_override_the_node_events(bus, tmp_path):
+    events = _live_run("live4")
+    for e in events:
+        if e.WhichOneof("body") == "round_completed":  # an older sampler's copies, wrong here
+            e.round_completed.valid, e.round_completed.nodes, e.round_completed.best_node_id = 3, 9, "x"
+    await bus.publish_many(events)
+    [res] = await export_runs(bus, ["live4"], tmp_path)
+    summary = json.loads((tmp_path / "live4" / "round_1" / "t__summary_1700000100.json").read_text())
+    assert (summary["nodes"], summary["valid"], res.violations) == (4, 2, [])
+
+
 async def test_export_refuses_a_run_that_breaks_the_seeds_invariants(bus, tmp_path):
     events = _live_run("live2")
-    for e in events:
-        if e.WhichOneof("body") == "round_completed":
-            e.round_completed.valid = 3
+    for i, e in enumerate(events):
+        if e.WhichOneof("body") == "round_completed":  # only imported rounds carry a summary to check
+            summary = pb.RoundCompleted(task="t", round=1, nodes=4, valid=3, expansions=2, phase="train",
+                                        completed_unix=1700000100)
+            events[i] = ev.make_event("live2", ev.IMPORTED_PRODUCER, summary, at=7.0)
     await bus.publish_many(events)
     with pytest.raises(ArchiveInvariantError, match="valid=3"):
         await export_runs(bus, ["live2"], tmp_path)

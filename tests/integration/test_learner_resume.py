@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.learner_events import learner_steps, run_spec, scored_group, start_run
 from treegrpo.services.learner._model import save_tiny
-from treegrpo.services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

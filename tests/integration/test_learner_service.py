@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.learner_events import learner_steps, run_spec, scored_group, start_run
 from treegrpo.bus import ADAPTERS
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.services.learner.config import LearnerConfig
 from treegrpo.services.learner.service import LearnerService
-from treegrpo.services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -86,10 +86,10 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
 @pytest.mark.slow  # ~35 s: the waiting run's group comes back after the learner's 30 s "busy" delay
 async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(bus, nats_server, tmp_path,
                                                                                  monkeypatch):
+    from tests.learner_events import learner_steps, run_spec, scored_group, start_run
     from treegrpo.services.learner._model import save_tiny
     from treegrpo.services.learner.config import LearnerConfig
     from treegrpo.services.learner.service import LearnerService
-    from treegrpo.services.learner.testing import learner_steps, run_spec, scored_group, start_run
 
     monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path / "home"))  # checkpoints per run under it
     model = save_tiny(tmp_path / "model")

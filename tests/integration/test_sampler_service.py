@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import tarfile
 from collections import defaultdict
 
 import pytest
 
 from treegrpo import events
+from treegrpo.archive import export_runs
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
 from treegrpo.models import build_model
@@ -156,13 +158,19 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
     assert (tmp_path / "sampler" / "s1.grpc").read_text().strip() == svc.weights_address
     counts = await sampled_counts(bus, "run1")
     assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
+    await export_runs(bus, ["run1"], tmp_path / "export")  # round summaries are a projection of node events
     for r in (1, 2):
-        summary = (await bus.last_event("run1", "round.completed", ("spooky-mini", str(r)))).round_completed
-        assert (summary.nodes, summary.valid, summary.expansions) == (12, 6, 3)  # indices 0 and 3 of each group
-        assert summary.best_node_id == events.node_id("run1", "spooky-mini", r, 0, 0)  # lowest metric wins
-        assert summary.best_test_metric == pytest.approx(0.3)
-        assert summary.gen_exec_seconds == pytest.approx(18.0) and summary.gen_llm_seconds > 0
-        assert summary.rollout_file == f"round_{r}/spooky-mini__{summary.started_unix}.jsonl"
+        fact = (await bus.last_event("run1", "round.completed", ("spooky-mini", str(r)))).round_completed
+        assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (0, False, "")  # no copies
+        started = (await bus.last_event("run1", "round.started", ("spooky-mini", str(r)))).round_started
+        rdir = tmp_path / "export" / "run1" / f"round_{r}"
+        summary = json.loads((rdir / f"spooky-mini__summary_{fact.completed_unix}.json").read_text())
+        assert (summary["nodes"], summary["valid"], summary["expansions"]) == (12, 6, 3)  # indices 0, 3 a group
+        assert summary["best_node_id"] == events.node_id("run1", "spooky-mini", r, 0, 0)  # lowest metric wins
+        assert summary["best_test_metric"] == pytest.approx(0.3)
+        assert summary["gen_exec_seconds"] == pytest.approx(18.0) and summary["gen_llm_seconds"] > 0
+        assert summary["rollout_file"] == f"round_{r}/spooky-mini__{started.started_unix}.jsonl"
+        assert (rdir / f"spooky-mini__{started.started_unix}.jsonl").exists()
     child = (await bus.last_event("run1", "node.sampled", events.node_id("run1", "spooky-mini", 1, 2, 1))).node_sampled
     assert child.mode in ("debug", "improve") and child.HasField("parent_id") and child.policy_version == 0
     assert len(child.response_token_ids) == len(child.response_logprobs) > 0 and child.prompt_token_ids
@@ -208,13 +216,15 @@ async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_
         assert len(before) < 16 and await bus.last_event("crash1", "round.completed", ("spooky-mini", "1")) is None
         svc2, task2 = await start(cfg, "s2")
         try:
-            summary = (await wait_for(bus, "crash1", "round.completed", ("spooky-mini", "1"))).round_completed
+            await wait_for(bus, "crash1", "round.completed", ("spooky-mini", "1"))
             await wait_for(bus, "crash1", "run.completed")
         finally:
             await stop(svc2, task2)
     counts = await sampled_counts(bus, "crash1")
     assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
-    assert summary.nodes == 16
+    [exported] = await export_runs(bus, ["crash1"], tmp_path / "export")
+    summary = json.loads(next((tmp_path / "export" / "crash1" / "round_1").glob("*summary*")).read_text())
+    assert summary["nodes"] == exported.nodes == 16
     assert await bus.last_event("crash1", "round.started", ("spooky-mini", "1")) is not None
 
 

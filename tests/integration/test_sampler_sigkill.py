@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import sys
 
 import pytest
 from test_sampler_service import begin, expected_ids, grading, public, sampled_counts, tiny, wait_for  # noqa: F401
+
+from treegrpo.archive import export_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -39,8 +42,7 @@ async def test_sigkilled_sampler_process_restarts_and_finishes_the_round_exactly
             assert len(await sampled_counts(bus, "kill9")) < 16
             second = serve(tiny, public, nats_server.url, tmp_path, "second")
             try:
-                summary = (await wait_for(bus, "kill9", "round.completed", ("spooky-mini", "1"),
-                                          timeout=150)).round_completed
+                await wait_for(bus, "kill9", "round.completed", ("spooky-mini", "1"), timeout=150)
             finally:
                 second.send_signal(signal.SIGTERM)
                 second.wait(30)
@@ -48,4 +50,7 @@ async def test_sigkilled_sampler_process_restarts_and_finishes_the_round_exactly
         if first.poll() is None:
             first.kill()
     counts = await sampled_counts(bus, "kill9")
-    assert set(counts) == expected_ids(spec) and set(counts.values()) == {1} and summary.nodes == 16
+    assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
+    [exported] = await export_runs(bus, ["kill9"], tmp_path / "export")  # the summary is a projection
+    summary = json.loads(next((tmp_path / "export" / "kill9" / "round_1").glob("*summary*")).read_text())
+    assert summary["nodes"] == exported.nodes == 16

@@ -9,7 +9,7 @@ Layout, key orders and rendered formats: docs/ARCHIVE.md.
 from treegrpo.archive._check import Violation, check_round, check_timing
 from treegrpo.archive._export import ArchiveInvariantError, collect_facts, export_run, export_runs
 from treegrpo.archive._import import ImportResult, import_root, import_run
-from treegrpo.archive._join import RunFacts, node_record, round_summary, timing_line
+from treegrpo.archive._join import RoundFacts, RunFacts, node_record, timing_line
 from treegrpo.archive._read import Problem, SeedRound, SeedRun, find_runs, read_nodes, read_run
 from treegrpo.archive._records import RecordError, parse_node, parse_summary, parse_timing
 from treegrpo.archive._render import render_transcript, render_tree, walk
@@ -29,15 +29,16 @@ from treegrpo.archive._schema import (
     summary_json,
     timing_json,
 )
+from treegrpo.archive._summary import SampledFacts, derive_summary, round_summary, seed_summary
 from treegrpo.archive._to_events import PRODUCER
 from treegrpo.archive._writer import ExportResult
 
 __all__ = [
     "GATE_KEYS", "GATE_NODE_KEYS", "NODE_KEYS", "PHASES", "PRODUCER", "STATUSES", "SUMMARY_KEYS",
     "ArchiveInvariantError", "ChatMessage", "ExportResult", "GateNodeRecord", "ImportResult", "NodeRecord",
-    "Problem", "RecordError", "RoundSummary", "RunFacts", "SeedRound", "SeedRun", "TimingLine", "Violation",
-    "check_round", "check_timing", "collect_facts", "export_run", "export_runs", "find_runs", "import_root",
-    "import_run", "node_json", "node_record", "parse_node", "parse_summary", "parse_timing", "read_nodes",
-    "read_run", "render_transcript", "render_tree", "round_summary", "summary_json", "timing_json",
-    "timing_line", "walk",
+    "Problem", "RecordError", "RoundFacts", "RoundSummary", "RunFacts", "SampledFacts", "SeedRound", "SeedRun",
+    "TimingLine", "Violation", "check_round", "check_timing", "collect_facts", "derive_summary", "export_run",
+    "export_runs", "find_runs", "import_root", "import_run", "node_json", "node_record", "parse_node",
+    "parse_summary", "parse_timing", "read_nodes", "read_run", "render_transcript", "render_tree",
+    "round_summary", "seed_summary", "summary_json", "timing_json", "timing_line", "walk",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from treegrpo import events as ev
 from treegrpo.archive._schema import (
     EXEC_TIMING_KEYS,
     PHASES,
@@ -17,7 +18,6 @@ from treegrpo.archive._schema import (
     ChatMessage,
     GateNodeRecord,
     NodeRecord,
-    RoundSummary,
     TimingLine,
     int_if_integral,
 )
@@ -30,6 +30,7 @@ class RoundFacts:
     round: int
     started: pb.RoundStarted | None = None
     completed: pb.RoundCompleted | None = None
+    imported: bool = False  # round.completed came from `archive import`: it carries the seed's summary
     node_ids: list[str] = field(default_factory=list)  # node.graded order; export rewrites it in sampled order
 
 
@@ -61,7 +62,8 @@ class RunFacts:
         elif kind == "round_started":
             self.round(event.round_started.task, event.round_started.round).started = event.round_started
         elif kind == "round_completed":
-            self.round(event.round_completed.task, event.round_completed.round).completed = event.round_completed
+            rf = self.round(event.round_completed.task, event.round_completed.round)
+            rf.completed, rf.imported = event.round_completed, event.envelope.producer == ev.IMPORTED_PRODUCER
         elif kind == "node_executed":
             self.executed[event.node_executed.node_id] = event.node_executed
         elif kind == "node_graded":
@@ -79,6 +81,13 @@ class RunFacts:
             self.round(g.task, g.round).node_ids.append(g.node_id)
             self.first_seen.setdefault((g.task, g.round), event.envelope.time)
         self.graded[g.node_id] = g
+
+    def started_unix(self, rf: RoundFacts) -> int:
+        """The time the round's node file is named after."""
+        if rf.started is not None:
+            return rf.started.started_unix
+        # no round.started (a log cut short): name the file after the round's first graded fact
+        return int(self.first_seen.get((rf.task, rf.round), 0))
 
     @property
     def resource_gate(self) -> bool:
@@ -135,15 +144,6 @@ def _fill_gate(rec: GateNodeRecord, ex: pb.NodeExecuted) -> None:
     if ex.HasField("exec_timings"):
         rec.exec_timings = {k: getattr(ex.exec_timings, k) for k in EXEC_TIMING_KEYS}
     rec.gpu_util = _opt(ex, "gpu_util")
-
-
-def round_summary(c: pb.RoundCompleted) -> RoundSummary:
-    return RoundSummary(
-        exp_id=c.task, round=c.round, model=c.model, adapter_path=c.adapter_path, nodes=c.nodes,
-        valid=c.valid, expansions=c.expansions, phase=c.phase,
-        best_test_metric=_opt(c, "best_test_metric"), best_node_id=_none_if_empty(c.best_node_id),
-        honest_test_metric=_opt(c, "honest_test_metric"), rollout_file=c.rollout_file,
-        workspace=c.workspace, gen_llm_seconds=c.gen_llm_seconds, gen_exec_seconds=c.gen_exec_seconds)
 
 
 def timing_line(s: pb.LearnerStepped) -> TimingLine:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from treegrpo.archive._check import Violation, check_round, check_timing
-from treegrpo.archive._join import RoundFacts, RunFacts, node_record, round_summary, timing_line
+from treegrpo.archive._join import RoundFacts, RunFacts, node_record, timing_line
 from treegrpo.archive._render import render_transcript, render_tree
 from treegrpo.archive._schema import NodeRecord, node_json, summary_json, timing_json
+from treegrpo.archive._summary import SampledFacts, round_summary
 from treegrpo.v1 import events_pb2 as pb
 
 BUFFER = 1 << 20
@@ -46,6 +47,7 @@ class _OpenRound:
     started_unix: int
     pending: set[str]
     light: list[NodeRecord] = field(default_factory=list)
+    sampled: dict[str, SampledFacts] = field(default_factory=dict)  # what the round summary needs of them
 
 
 class RunWriter:
@@ -61,12 +63,6 @@ class RunWriter:
             shutil.rmtree(self.stage)
         self.stage.mkdir(parents=True)
 
-    def started_unix(self, rf: RoundFacts) -> int:
-        if rf.started is not None:
-            return rf.started.started_unix
-        # no round.started (a log cut short): name the file after the round's first graded fact
-        return int(self.facts.first_seen.get((rf.task, rf.round), 0))
-
     def _round_dir(self, round_: int) -> Path:
         d = self.stage / f"round_{round_}"
         d.mkdir(exist_ok=True)
@@ -75,7 +71,7 @@ class RunWriter:
     def _open_round(self, key: tuple[str, int]) -> _OpenRound:
         if key not in self._open:
             rf = self.facts.rounds[key]
-            ts = self.started_unix(rf)
+            ts = self.facts.started_unix(rf)
             handle = open(self._round_dir(rf.round) / f"{rf.task}__{ts}.jsonl", "wb", buffering=BUFFER)
             self._open[key] = _OpenRound(rf, handle, ts, set(rf.node_ids))
         return self._open[key]
@@ -102,6 +98,8 @@ class RunWriter:
         self.result.nodes += 1
         self._written.add(nid)
         op.light.append(_light(rec))
+        if sampled is not None:
+            op.sampled[nid] = SampledFacts.of(sampled)
         op.pending.discard(nid)
         if not op.pending:
             self._close_round(key)
@@ -115,10 +113,11 @@ class RunWriter:
             self._put(d / f"{rf.task}__{op.started_unix}__tree.txt", render_tree(recs).encode())
             self._put(d / f"{rf.task}__{op.started_unix}__transcript.md",
                       render_transcript(rf.task, rf.round, recs).encode())
-        if rf.completed is not None:
-            summary = round_summary(rf.completed)
+        summary = round_summary(self.facts, rf, recs, op.sampled)
+        if summary is not None:
             self._put(d / f"{rf.task}__summary_{rf.completed.completed_unix}.json", summary_json(summary))
-            self.result.violations += check_round(self.facts.run_id, summary, recs)
+            if rf.imported:  # a derived summary agrees with its records by construction; the seed's may not
+                self.result.violations += check_round(self.facts.run_id, summary, recs)
         self.result.rounds += 1
 
     def _put(self, path: Path, data: bytes) -> None:

@@ -207,7 +207,9 @@ class Bus:
                 pass
 
     async def run_ids(self) -> list[str]:
-        """Run ids that have a run.started event, sorted by id (not by when they started)."""
+        """Run ids that have a run.started event, sorted by name. The runner's ids are
+        `YYYYmmdd_HHMMSS_<6 hex>` (UTC), so for them name order is start order to the second (ids of one
+        second in hex order); ids chosen by hand or imported sort by name wherever their time falls."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.*.run.started")
         subjects = sorted((info.state.subjects or {}).keys())
         return [s.split(".")[1] for s in subjects]

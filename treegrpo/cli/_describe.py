@@ -36,9 +36,11 @@ def describe(event: pb.Event) -> tuple[str, str]:
                            if b.phases_s.HasField(f.name))
         return "bold magenta", (f"step {b.step} -> v{b.policy_version} {b.total_s:.1f}s; "
                                 f"{b.groups_with_signal}/{len(b.sibling_groups)} groups with signal; {phases}")
-    if kind in ("round.started", "round.completed"):
-        extra = f" {b.valid}/{b.nodes} valid, best={_metric(b.best_test_metric if b.HasField('best_test_metric') else None)}" \
-            if kind == "round.completed" else f" v{b.policy_version}"
+    if kind == "round.started":
+        return "bold", f"{b.task} round {b.round} v{b.policy_version}"
+    if kind == "round.completed":  # only an imported round carries its summary; a live one is the fact alone
+        best = _metric(b.best_test_metric if b.HasField("best_test_metric") else None)
+        extra = f" {b.valid}/{b.nodes} valid, best={best}" if b.nodes else " complete"
         return "bold", f"{b.task} round {b.round}{extra}"
     if kind == "policy.published":
         return "bold green", f"v{b.version} {b.bytes / 1e6:.1f} MB sha256 {b.sha256[:12]}"

@@ -16,6 +16,7 @@ from treegrpo.archive import (
     NodeRecord,
     Problem,
     RoundSummary,
+    SampledFacts,
     TimingLine,
     collect_facts,
     find_runs,
@@ -68,21 +69,24 @@ async def load_from_bus(bus, run_id: str) -> RunData:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     data = RunData(run_id, source=f"bus:{run_id}")
     gate = facts.resource_gate
-    for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
-        rf = facts.rounds[key]
-        for nid in rf.node_ids:
-            g = facts.graded[nid]
-            data.records.append(node_record(g, facts.executed.get(nid), facts.rewards.get(nid), gate))
-        if rf.completed is not None:
-            data.summaries[key] = round_summary(rf.completed)
     for s in facts.steps:
         data.timing.append(timing_line(s))
         if s.sibling_groups:
             data.step_groups[s.step] = list(s.sibling_groups)
-    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):  # the big events: keep two numbers
+    sampled: dict[str, SampledFacts] = {}
+    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):  # the big events: keep a few numbers
         body = event.node_sampled
         data.versions[body.node_id] = body.policy_version
         data.fingerprints[body.node_id] = fingerprint(body.response_token_ids)
+        sampled[body.node_id] = SampledFacts.of(body)
+    for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
+        rf = facts.rounds[key]
+        recs = [node_record(facts.graded[nid], facts.executed.get(nid), facts.rewards.get(nid), gate)
+                for nid in rf.node_ids]
+        data.records += recs
+        summary = round_summary(facts, rf, recs, sampled)
+        if summary is not None:
+            data.summaries[key] = summary
     return data
 
 

@@ -19,7 +19,8 @@ class TaskProgress:
     sampled: int = 0
     graded: int = 0
     statuses: Counter = field(default_factory=Counter)
-    best: float | None = None
+    best: float | None = None  # the best test_metric of the latest completed round
+    round_best: dict[int, tuple[float, float]] = field(default_factory=dict)  # round: (oriented, test_metric)
 
 
 @dataclass
@@ -55,13 +56,16 @@ class Progress:
             tp.round_now = max(tp.round_now, b.round)
         elif kind == "round.completed" and tp:
             tp.rounds_done += 1
-            if b.HasField("best_test_metric"):
-                tp.best = b.best_test_metric
+            if b.round in tp.round_best:  # the round's summary is a projection of its graded nodes
+                tp.best = tp.round_best[b.round][1]
         elif kind == "node.sampled" and tp:
             tp.sampled += 1
         elif kind == "node.graded" and tp:
             tp.graded += 1
             tp.statuses[b.status] += 1
+            if b.status == "ok" and b.HasField("oriented") and b.HasField("test_metric") \
+                    and b.oriented > tp.round_best.get(b.round, (float("-inf"),))[0]:
+                tp.round_best[b.round] = (b.oriented, b.test_metric)
         elif kind == "group.scored":
             self.groups_scored += 1
         elif kind == "learner.step":

@@ -198,10 +198,13 @@ def _watched_folders(home: Path, nats: NatsHandle) -> dict[str, Path]:
 
 
 def prepare_tasks(spec: RunSpec) -> None:
-    """Generate the built-in tasks once (a cache); MLE-bench tasks come from their data roots."""
-    from treegrpo.tasks import ensure_builtin_tasks
+    """Generate the built-in tasks the run names once (a cache), before the services that read them
+    start; MLE-bench tasks come from their data roots."""
+    from treegrpo.tasks import BUILTINS, ensure_builtin_tasks
 
-    ensure_builtin_tasks()
+    builtin = [t for t in spec.tasks if t in BUILTINS]
+    if builtin:  # ensure_builtin_tasks(tasks=[]) would mean every built-in
+        ensure_builtin_tasks(tasks=builtin)
 
 
 async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:

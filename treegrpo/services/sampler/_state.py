@@ -19,14 +19,13 @@ REPLAY_KINDS = ["run.started", "run.completed", "run.ended", "run.resumed", "rou
 
 @dataclass(frozen=True)
 class NodeRecord:
-    """What later prompts and the round summary need of a sampled node."""
+    """What later prompts need of a sampled node."""
 
     node_id: str
     task: str
     round: int
     step: int
     code: str
-    gen_seconds: float
 
 
 @dataclass
@@ -97,8 +96,7 @@ class RunState:
         g = self.group(body.task, body.round, body.step)
         g.mode, g.parent_id = body.mode, (body.parent_id if body.HasField("parent_id") else None)
         g.sampled[body.index_in_group] = body.node_id
-        self.nodes[body.node_id] = NodeRecord(body.node_id, body.task, body.round, body.step, body.code,
-                                              body.gen_seconds)
+        self.nodes[body.node_id] = NodeRecord(body.node_id, body.task, body.round, body.step, body.code)
 
     def _on_group_scored(self, body: pb.GroupScored) -> None:
         g = self.group(body.task, body.round, body.step)
@@ -109,10 +107,3 @@ class RunState:
         copy.CopyFrom(body)
         self.published[body.version] = copy
 
-
-def round_nodes(state: RunState, rs: RoundState) -> list[str]:
-    return [nid for s in sorted(rs.groups) for _, nid in sorted(rs.groups[s].sampled.items())]
-
-
-def gen_llm_seconds(state: RunState, rs: RoundState) -> float:
-    return sum(state.nodes[n].gen_seconds for n in round_nodes(state, rs) if n in state.nodes)

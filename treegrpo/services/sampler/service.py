@@ -25,7 +25,6 @@ from treegrpo.service import Service
 from treegrpo.services.sampler import _expand
 from treegrpo.services.sampler._adapters import AdapterLoader, VersionGate
 from treegrpo.services.sampler._state import REPLAY_KINDS, RunState
-from treegrpo.services.sampler._summary import round_summary
 from treegrpo.services.sampler._weights import WeightReceiver
 from treegrpo.services.sampler.backends import SamplingParams, create_backend, resolve_model_path
 from treegrpo.services.sampler.config import SamplerConfig
@@ -198,10 +197,14 @@ class SamplerService(Service):
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
         if state.completed or rs.completed or not round_complete(rs, state.spec):
             return
-        body = await round_summary(self.bus, state, rs, state.spec.model or self.model_name, adapter_path="")
+        # the fact only: the round's summary is a projection of its node events (treegrpo.archive), so
+        # ending a round costs no lookup per node
+        body = pb.RoundCompleted(task=rs.task, round=rs.round, completed_unix=int(time.time()))
         await self.publish(state.run_id, body)
         rs.completed = True
-        log.info("run %s: %s round %d complete (%d/%d valid)", state.run_id, rs.task, rs.round, body.valid, body.nodes)
+        scores = [s for g in rs.groups.values() for s in (g.scores or {}).values()]
+        log.info("run %s: %s round %d complete (%d/%d valid)", state.run_id, rs.task, rs.round,
+                 sum(not s.buggy for s in scores), len(scores))
         if state.all_rounds_complete() and not state.completed and self.config.publish_run_completed:
             await self.publish(state.run_id, pb.RunCompleted(outcome="completed",
                                                              reason="every task's last round is complete"))

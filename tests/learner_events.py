@@ -1,5 +1,5 @@
 """Test support: publish the facts a learner consumes (run.started, node.sampled, group.scored)
-for a synthetic run, the way sampler and grader would. Used by the learner's tests and benchmark."""
+for a synthetic run, the way sampler and grader would. Used by the learner's tests."""
 
 from __future__ import annotations
 
