@@ -1,4 +1,5 @@
-"""Typed configuration: one pydantic-settings model per service plus the RunSpec."""
+"""Typed configuration: one pydantic-settings model per service (on the shared
+`ServiceSettings`) plus the RunSpec."""
 
 from treegrpo.config._base import (
     ConfigError,
@@ -12,7 +13,8 @@ from treegrpo.config._base import (
     read_toml,
     treegrpo_home,
 )
+from treegrpo.config._service import ServiceSettings
 from treegrpo.config.run import RunSpec, TreeSettings
 
-__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "Settings", "TelemetrySettings",
-           "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]
+__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",
+           "TelemetrySettings", "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]

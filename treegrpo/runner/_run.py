@@ -43,7 +43,7 @@ async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
     found = await bus.last_event(run_id, "run.started")
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
-    return RunSpec.model_validate_json(found.run_started.run_spec_json)
+    return RunSpec.from_json(found.run_started.run_spec_json)
 
 
 def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
