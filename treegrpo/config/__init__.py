@@ -8,6 +8,7 @@ from treegrpo.config._base import (
     Section,
     Settings,
     TelemetrySettings,
+    from_values,
     load,
     parse_overrides,
     read_toml,
@@ -17,4 +18,5 @@ from treegrpo.config._service import ServiceSettings
 from treegrpo.config.run import RunSpec, TreeSettings
 
 __all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",
-           "TelemetrySettings", "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]
+           "TelemetrySettings", "TreeSettings", "from_values", "load", "parse_overrides", "read_toml",
+           "treegrpo_home"]

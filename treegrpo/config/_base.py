@@ -1,13 +1,15 @@
 """Typed settings: defaults in the schema < TOML file < environment < CLI overrides.
 
 Every service config subclasses `Settings`. `load(cls, path, overrides)` is the one way to build
-one; a bad file names the field and the reason (`ConfigError`).
+one; a bad file names the field and the reason (`ConfigError`). `from_values(cls, data)` checks
+values alone (no environment, no file): a recorded config, or one section of a run file.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -61,11 +63,14 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", env_nested_delimiter="__", validate_default=True)
     _toml_data: ClassVar[dict[str, Any]] = {}
+    _read_env: ClassVar[bool] = True
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
         # init kwargs are the CLI overrides: highest precedence, then env, then the TOML file.
+        if not cls._read_env:
+            return (init_settings,)
         return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml_data))
 
 
@@ -117,6 +122,21 @@ def load(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any]
         where = f"{path}" if path else "config"
         raise ConfigError(f"{where}: {_describe(exc)}") from exc
     return cls.model_validate(made.model_dump()) if holder is not cls else made
+
+
+@cache
+def _values_only(cls: type[T]) -> type[T]:
+    return type(cls.__name__, (cls,), {"_read_env": False})
+
+
+def from_values(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
+    """`cls` validated from `data` alone: no environment, no TOML (`ConfigError` names the field).
+    Its `model_fields_set` is what `data` sets, so a partial config stays partial."""
+    try:
+        made = _values_only(cls).model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_describe(exc)}") from exc
+    return cls.model_construct(_fields_set=made.model_fields_set, **dict(made))
 
 
 def _describe(exc: ValidationError) -> str:

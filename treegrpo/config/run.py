@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config._base import Section, Settings
+from treegrpo.config._base import Section, Settings, from_values
 from treegrpo.events import check_token
 
 
@@ -48,16 +48,6 @@ class RunSpec(Settings):
     def _run_id_is_token(cls, v: str) -> str:
         return check_token(v, "run_id") if v else v
 
-    @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        """The spec as `run.started` recorded it (`run_spec_json`). Raises ValueError if it does not
-        validate. Keys this class no longer has (RETIRED_KEYS) are ignored: the log is immutable;
-        and the reader's environment (TREEGRPO_RUN_*) is not applied: it is no source of a past
-        run's facts."""
-        data = {k: v for k, v in json.loads(text).items() if k not in RETIRED_KEYS}
-        made = _Recorded.model_validate(data)
-        return cls.model_construct(_fields_set=made.model_fields_set, **dict(made))
-
     @field_validator("tasks")
     @classmethod
     def _tasks_nonempty(cls, v: list[str]) -> list[str]:
@@ -65,12 +55,11 @@ class RunSpec(Settings):
             raise ValueError("at least one task")
         return v
 
-
-class _Recorded(RunSpec):
-    """RunSpec validated from its arguments alone (no environment, no file)."""
-
-    model_config = SettingsConfigDict(title="RunSpec")  # errors name the class readers know
-
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, **_):
-        return (init_settings,)
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec as `run.started` recorded it (`run_spec_json`). Raises ValueError if it does not
+        validate. Keys this class no longer has (RETIRED_KEYS) are ignored: the log is immutable;
+        and the reader's environment (TREEGRPO_RUN_*) is not applied: it is no source of a past
+        run's facts."""
+        data = {k: v for k, v in json.loads(text).items() if k not in RETIRED_KEYS}
+        return from_values(cls, data, "run.started")

@@ -7,7 +7,10 @@
     [grader]     # GraderConfig fields
     [learner]    # LearnerConfig fields
 
-Service sections are validated by the services' own config classes before anything starts.
+Each service section is typed by that service's own config class (`Service.config_cls`, looked up
+through the CLI's registry), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A
+section stays partial: the keys the file sets; defaults and the service's environment resolve in
+the service's own process, where the runner validates the wired config again before starting it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from treegrpo.config import ConfigError, RunSpec, Section, load, parse_overrides, read_toml
+from treegrpo.config import (
+    ConfigError,
+    RunSpec,
+    Section,
+    ServiceSettings,
+    from_values,
+    load,
+    parse_overrides,
+    read_toml,
+)
 
 SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
 
@@ -39,18 +51,28 @@ class RunnerSettings(Section):
 
 
 class RunFile(BaseModel):
+    """A run file's tables. Unknown tables are an error; `load_run_file` types every section."""
+
     model_config = ConfigDict(extra="forbid")
-    run: dict[str, Any] = Field(default_factory=dict)
-    runner: RunnerSettings = Field(default_factory=RunnerSettings)
-    sampler: dict[str, Any] = Field(default_factory=dict)
-    executor: dict[str, Any] = Field(default_factory=dict)
-    grader: dict[str, Any] = Field(default_factory=dict)
-    learner: dict[str, Any] = Field(default_factory=dict)
+    run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`spec()`)")
+    runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How this process runs the run")
+    sampler: dict[str, Any] = Field(default_factory=dict, description="SamplerConfig fields (`service('sampler')`)")
+    executor: dict[str, Any] = Field(default_factory=dict, description="ExecutorConfig fields")
+    grader: dict[str, Any] = Field(default_factory=dict, description="GraderConfig fields")
+    learner: dict[str, Any] = Field(default_factory=dict, description="LearnerConfig fields")
 
     def spec(self) -> RunSpec:
         return load(RunSpec, None, self.run)
 
+    def service(self, name: str) -> ServiceSettings:
+        """The [name] section as the service's config class reads it; `model_fields_set` = the keys
+        the file sets. ConfigError naming the section and the field."""
+        from treegrpo.cli._core import service_class
+
+        return from_values(service_class(name).config_cls, getattr(self, name), f"[{name}]")
+
     def section(self, name: str) -> dict[str, Any]:
+        """The [name] section as written (a partial config)."""
         return dict(getattr(self, name))
 
 
@@ -70,4 +92,9 @@ def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -
     except Exception as exc:  # pydantic ValidationError: name the field
         raise ConfigError(f"{path or 'run config'}: {exc}") from exc
     rf.spec()  # raises ConfigError naming the field
+    for name in SERVICE_NAMES:
+        try:
+            rf.service(name)
+        except ConfigError as exc:
+            raise ConfigError(f"{path or 'run config'}: {exc}") from exc
     return rf
