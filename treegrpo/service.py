@@ -58,7 +58,8 @@ class Service:
 
     def __init__(self, config: ServiceSettings, instance: str | None = None):
         if not isinstance(config, self.config_cls):
-            raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(config).__name__}")
+            raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, "
+                            f"got {type(config).__name__}")
         self.config = config
         self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
         self.producer = f"{self.name}/{self.instance}"

@@ -15,10 +15,12 @@ from treegrpo.events import check_token
 class ServiceSettings(Settings):
     """Base of the sampler, executor, grader and learner configs (and of any other `Service`)."""
 
-    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to "
+                                                "its subjects); empty = every run")
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")
+    health: HealthSettings = Field(default_factory=HealthSettings,
+                                   description="Heartbeat file for the probes")
 
     @field_validator("run_id")
     @classmethod

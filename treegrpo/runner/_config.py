@@ -55,8 +55,8 @@ class RunFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`spec()`)")
-    runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How this process runs the run")
-    sampler: dict[str, Any] = Field(default_factory=dict, description="SamplerConfig fields (`service('sampler')`)")
+    runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How `treegrpo run` runs it")
+    sampler: dict[str, Any] = Field(default_factory=dict, description="SamplerConfig fields (`service()`)")
     executor: dict[str, Any] = Field(default_factory=dict, description="ExecutorConfig fields")
     grader: dict[str, Any] = Field(default_factory=dict, description="GraderConfig fields")
     learner: dict[str, Any] = Field(default_factory=dict, description="LearnerConfig fields")

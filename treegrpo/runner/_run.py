@@ -59,7 +59,8 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
                     "workdir": str(run_dir / "sampler"), **run},
         "executor": {**run},
         "grader": {**run},
-        "learner": {"model": rf.service("learner").model or model, "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
+        "learner": {"model": rf.service("learner").model or model,
+                    "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
     }
     # one span file per service: several processes appending to one file could interleave lines;
     # heartbeats per run, so two runs on one home never read each other's
