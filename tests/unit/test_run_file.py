@@ -46,5 +46,10 @@ def test_a_section_is_typed_and_stays_partial_without_the_runners_environment(tm
 @pytest.mark.parametrize("key", ["nats.url", "telemetry.enabled"])
 def test_the_run_table_no_longer_takes_the_bus_or_traces(tmp_path, key):
     # each service's own settings (ServiceSettings) say where the bus is; the RunSpec never did
-    with pytest.raises(ConfigError, match=rf"field '{key.split('.')[0]}': Extra inputs"):
+    with pytest.raises(ConfigError, match=rf"run\.toml: \[run\]: field '{key.split('.')[0]}': Extra inputs"):
         load_run_file(write(tmp_path, ""), [f"run.{key}=true"])
+
+
+def test_an_unknown_table_is_rejected_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"run\.toml: field 'samplr': Extra inputs are not permitted$"):
+        load_run_file(write(tmp_path, "[samplr]\nbackend = \"hf\"\n"))

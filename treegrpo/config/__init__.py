@@ -8,6 +8,7 @@ from treegrpo.config._base import (
     Section,
     Settings,
     TelemetrySettings,
+    describe_errors,
     from_values,
     load,
     parse_overrides,
@@ -18,5 +19,5 @@ from treegrpo.config._service import ServiceSettings
 from treegrpo.config.run import RunSpec, TreeSettings
 
 __all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",
-           "TelemetrySettings", "TreeSettings", "from_values", "load", "parse_overrides", "read_toml",
-           "treegrpo_home"]
+           "TelemetrySettings", "TreeSettings", "describe_errors", "from_values", "load", "parse_overrides",
+           "read_toml", "treegrpo_home"]

@@ -112,15 +112,15 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def load(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                      section: str | None = None) -> T:
-    """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides."""
+                      section: str | None = None, where: str = "") -> T:
+    """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides. A ConfigError
+    starts with `where` (default: the file, else "config")."""
     data = read_toml(path, section) if path else {}
     holder = type(cls.__name__, (cls,), {"_toml_data": data})
     try:
         made = holder(**(overrides or {}))
     except ValidationError as exc:
-        where = f"{path}" if path else "config"
-        raise ConfigError(f"{where}: {_describe(exc)}") from exc
+        raise ConfigError(f"{where or path or 'config'}: {describe_errors(exc)}") from exc
     return cls.model_validate(made.model_dump()) if holder is not cls else made
 
 
@@ -135,11 +135,12 @@ def from_values(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     try:
         made = _values_only(cls).model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {_describe(exc)}") from exc
+        raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
     return cls.model_construct(_fields_set=made.model_fields_set, **dict(made))
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_errors(exc: ValidationError) -> str:
+    """One line naming each invalid field and why: `field 'tree.group_size': Input should be ...`."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "<root>"

@@ -18,13 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from treegrpo.config import (
     ConfigError,
     RunSpec,
     Section,
     ServiceSettings,
+    describe_errors,
     from_values,
     load,
     parse_overrides,
@@ -62,7 +63,8 @@ class RunFile(BaseModel):
     learner: dict[str, Any] = Field(default_factory=dict, description="LearnerConfig fields")
 
     def spec(self) -> RunSpec:
-        return load(RunSpec, None, self.run)
+        """The [run] table as a RunSpec (TREEGRPO_RUN_* applied above it)."""
+        return load(RunSpec, None, self.run, where="[run]")
 
     def service(self, name: str) -> ServiceSettings:
         """The [name] section as the service's config class reads it; `model_fields_set` = the keys
@@ -84,17 +86,19 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -> RunFile:
-    """The run file plus `--set section.key=value` overrides, validated (RunSpec included)."""
-    data = read_toml(path) if path else {}
-    data = deep_merge(data, parse_overrides(overrides or []))
+    """The run file plus `--set section.key=value` overrides, every table typed: [run] by the
+    RunSpec, [runner] by RunnerSettings, each service's by its config class. A ConfigError names
+    the file, the table and the field."""
+    where = str(path or "run config")
+    data = deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
     try:
         rf = RunFile.model_validate(data)
-    except Exception as exc:  # pydantic ValidationError: name the field
-        raise ConfigError(f"{path or 'run config'}: {exc}") from exc
-    rf.spec()  # raises ConfigError naming the field
-    for name in SERVICE_NAMES:
-        try:
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
+    try:
+        rf.spec()
+        for name in SERVICE_NAMES:
             rf.service(name)
-        except ConfigError as exc:
-            raise ConfigError(f"{path or 'run config'}: {exc}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
     return rf
