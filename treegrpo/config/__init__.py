@@ -6,6 +6,7 @@ from treegrpo.config._base import (
     HealthSettings,
     NatsSettings,
     Section,
+    ServiceSettings,
     Settings,
     TelemetrySettings,
     describe_errors,
@@ -15,7 +16,6 @@ from treegrpo.config._base import (
     read_toml,
     treegrpo_home,
 )
-from treegrpo.config._service import ServiceSettings
 from treegrpo.config.run import RunSpec, TreeSettings
 
 __all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",

@@ -1,7 +1,8 @@
 """Typed settings: defaults in the schema < TOML file < environment < CLI overrides.
 
-Every service config subclasses `Settings`. `load(cls, path, overrides)` is the one way to build
-one; a bad file names the field and the reason (`ConfigError`). `from_values(cls, data)` checks
+Every service config subclasses `ServiceSettings` (a `Settings` with what all services share).
+`load(cls, path, overrides)` is the one way to build one; a bad file names the field and the
+reason (`ConfigError`). `from_values(cls, data)` checks
 values alone (no environment, no file): a recorded config, or one section of a run file.
 """
 
@@ -13,8 +14,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from treegrpo.events import check_token
 
 
 class ConfigError(ValueError):
@@ -72,6 +75,25 @@ class Settings(BaseSettings):
         if not cls._read_env:
             return (init_settings,)
         return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml_data))
+
+
+class ServiceSettings(Settings):
+    """What every service's config repeats: the run it serves, the bus, traces, heartbeat. Base of
+    the sampler, executor, grader and learner configs; `treegrpo.service.Service` reads these
+    fields directly."""
+
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to "
+                                                "its subjects); empty = every run")
+    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings,
+                                   description="Heartbeat file for the probes")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_token(cls, v: str) -> str:
+        # it names a durable consumer and filters subjects: a '.' or '*' would widen the filter
+        return check_token(v, "run_id") if v else v
 
 
 T = TypeVar("T", bound=Settings)
