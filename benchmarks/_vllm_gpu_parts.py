@@ -79,7 +79,8 @@ def fresh(prompts: list, salt: int = 1) -> list:
 
 
 def vllm_backend(a, model_dir: Path):
-    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._vllm import VllmBackend
+    from treegrpo.services.sampler.config import VllmSettings
 
     settings = VllmSettings(dtype=a.dtype, max_model_len=a.prompt_tokens + max(a.tokens) + 256,
                             gpu_memory_utilization=a.gpu_memory_utilization, cpu_kvcache_gib=2,
@@ -215,7 +216,8 @@ async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled
 async def qwen35_phase(a, rec, work: Path) -> None:
     """Adapter trained through AutoModelForCausalLM, served by vLLM's Qwen3_5ForConditionalGeneration."""
     from treegrpo.services.sampler import SamplingParams
-    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._vllm import VllmBackend
+    from treegrpo.services.sampler.config import VllmSettings
 
     model = await asyncio.to_thread(M.build_qwen35, work / "q35", a.device)
     adapter = await asyncio.to_thread(M.qwen35_causal_adapter, model, work / "q35-lora", a.device)

@@ -91,7 +91,8 @@ async def one_backend(backend, adapters: list[Path], args, label: str) -> dict:
 
 async def measure(model: Path, adapters: list[Path], args) -> dict:
     from treegrpo.services.sampler.backends._hf import HfBackend
-    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._vllm import VllmBackend
+    from treegrpo.services.sampler.config import VllmSettings
 
     hf = await one_backend(HfBackend(model), adapters, args, "hf")
     gc.collect()

@@ -30,12 +30,13 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 from opentelemetry import trace
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, Delivery, PermanentError
-from treegrpo.config import ConfigError, HealthSettings, NatsSettings, Settings, TelemetrySettings
+from treegrpo.config import ConfigError, HealthSettings, NatsSettings, ServiceSettings
 from treegrpo.health import Heartbeat, heartbeat_path, write_heartbeat
 from treegrpo.nats_url import resolve_nats_url
 from treegrpo.telemetry import setup_tracing, shutdown_tracing
@@ -52,8 +53,13 @@ PERMANENT_SETUP_ERRORS = (FileNotFoundError, NotADirectoryError, PermanentError,
 
 class Service:
     name: str = "service"
+    # the pydantic-settings class `treegrpo serve` and the runner build this service's config with
+    config_cls: ClassVar[type[ServiceSettings]] = ServiceSettings
 
-    def __init__(self, config: Settings, instance: str | None = None):
+    def __init__(self, config: ServiceSettings, instance: str | None = None):
+        if not isinstance(config, self.config_cls):
+            raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, "
+                            f"got {type(config).__name__}")
         self.config = config
         self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
         self.producer = f"{self.name}/{self.instance}"
@@ -77,7 +83,7 @@ class Service:
     @property
     def run_id(self) -> str:
         """The one run this service serves ('' = every run)."""
-        return getattr(self.config, "run_id", "")
+        return self.config.run_id
 
     @property
     def durable(self) -> str:
@@ -106,11 +112,11 @@ class Service:
     # -- the shape -----------------------------------------------------------------------------
     @property
     def nats(self) -> NatsSettings:
-        return getattr(self.config, "nats", NatsSettings())
+        return self.config.nats
 
     async def setup(self) -> None:
         logging.getLogger(__name__).info("%s config: %s", self.name, self.config.model_dump_json())
-        self.tracer = setup_tracing(self.name, getattr(self.config, "telemetry", TelemetrySettings()))
+        self.tracer = setup_tracing(self.name, self.config.telemetry)
         self._start_beat()  # from now: loading a model can take minutes, and liveness must see it alive
         url = resolve_nats_url(self.nats.url)
         self.bus = await Bus.connect(url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas)
@@ -129,7 +135,7 @@ class Service:
 
     @property
     def health(self) -> HealthSettings:
-        return getattr(self.config, "health", HealthSettings())
+        return self.config.health
 
     async def run(self) -> None:
         assert self.consumer is not None, "setup() first"

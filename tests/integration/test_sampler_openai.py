@@ -23,7 +23,8 @@ from test_sampler_vllm_helpers import (
 )
 
 from treegrpo.services.sampler.backends._base import SamplingParams
-from treegrpo.services.sampler.backends._openai import OpenAIBackend, OpenAISettings
+from treegrpo.services.sampler.backends._openai import OpenAIBackend
+from treegrpo.services.sampler.config import OpenAISettings
 
 TOKEN_A, TOKEN_B = 100, 200
 MESSAGES = [{"role": "system", "content": "You write Python."},

@@ -22,7 +22,8 @@ MESSAGES = [{"role": "system", "content": "You write Python."},
 
 async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) -> dict:
     from treegrpo.services.sampler.backends._base import SamplingParams
-    from treegrpo.services.sampler.backends._vllm import VllmBackend, VllmSettings
+    from treegrpo.services.sampler.backends._vllm import VllmBackend
+    from treegrpo.services.sampler.config import VllmSettings
 
     settings = VllmSettings(dtype="float32", max_model_len=512, cpu_kvcache_gib=1, max_lora_rank=8,
                             max_num_seqs=32, enforce_eager=True)

@@ -9,11 +9,10 @@ import threading
 import time
 
 import pytest
-from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo import events as ev
-from treegrpo.config import HealthSettings, NatsSettings, Settings
+from treegrpo.config import HealthSettings, NatsSettings, ServiceSettings
 from treegrpo.health import problems, read_heartbeat
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
@@ -22,10 +21,8 @@ pytestmark = pytest.mark.timeout(60)
 CLI = [sys.executable, "-m", "treegrpo.cli.__main__"]
 
 
-class StuckConfig(Settings):
-    model_config = SettingsConfigDict(env_prefix="TREEGRPO_STUCK_", extra="forbid")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="bus")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="heartbeat")
+class StuckConfig(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="TREEGRPO_STUCK_")
 
 
 class Stuck(Service):

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo import events as ev
-from treegrpo.config import NatsSettings, Settings
+from treegrpo.config import NatsSettings, ServiceSettings
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 
 
-class EchoConfig(Settings):
-    model_config = SettingsConfigDict(env_prefix="TREEGRPO_ECHO_", extra="forbid")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="bus")
+class EchoConfig(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="TREEGRPO_ECHO_")
 
 
 class Echo(Service):

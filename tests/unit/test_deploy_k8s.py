@@ -7,7 +7,6 @@ that the services' env and TOML are accepted by their config classes. Offline: n
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 import shutil
 import subprocess
@@ -156,8 +155,9 @@ def test_every_service_has_liveness_and_readiness_probes_the_cli_provides(overla
 
 
 def _config_class(name: str):
-    module = importlib.import_module(f"treegrpo.services.{name}.config")
-    return getattr(module, f"{name.capitalize()}Config")
+    from treegrpo.cli._core import service_class
+
+    return service_class(name).config_cls
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -1,4 +1,4 @@
-"""Every shipped example config parses with the config classes that will read it."""
+"""Every shipped example config (configs/, deploy/) parses with the config classes that will read it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from treegrpo.config import load, read_toml
 from treegrpo.runner._config import SERVICE_NAMES, load_run_file
 from treegrpo.runner._examples import examples_dir
 
-CONFIGS = sorted(examples_dir().glob("**/*.toml"))
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted([*examples_dir().glob("**/*.toml"), *(ROOT / "deploy").glob("**/*.toml")])
 
 
 def _service_for(path: Path) -> str | None:
@@ -26,14 +27,18 @@ def _service_for(path: Path) -> str | None:
 def test_example_config_parses(path):
     data = read_toml(path)
     if "run" in data or "runner" in data:
-        rf = load_run_file(path)
+        rf = load_run_file(path)  # types every service section: a misspelt key fails here
         for name in SERVICE_NAMES:
-            load(service_class(name).config_cls, None, rf.section(name))
+            typed = rf.service(name)
+            assert isinstance(typed, service_class(name).config_cls)
+            assert typed.model_fields_set == set(data.get(name, {}))  # what the file says, nothing dropped
+            load(service_class(name).config_cls, None, rf.section(name))  # and as the service builds it
         return
     name = _service_for(path)
     assert name, f"{path.name}: name it after its service (e.g. deploy-executor.toml) or give it a [run] table"
     load(service_class(name).config_cls, path)
 
 
-def test_there_are_example_configs():
+def test_there_are_example_configs_of_runs_and_of_each_deployed_service():
     assert len(CONFIGS) >= 3
+    assert {p.stem for p in CONFIGS if p.parent.name == "config"} >= set(SERVICE_NAMES)  # deploy/k8s

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -91,3 +94,21 @@ async def test_a_broken_adapter_is_refused_and_the_old_version_keeps_serving(tin
     with pytest.raises((ValueError, OSError)):
         await b.load_adapter(2, broken)
     assert b.version == 1 and (await b.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids
+
+
+
+def test_the_sampler_config_and_the_hf_backend_import_no_http_client():
+    # httpx is the openai backend's alone: its settings live in the sampler's config, so the config
+    # (what the runner, the CLI and the probes read), the service and the hf backend import without it.
+    # (transformers itself imports httpx through huggingface_hub >= 1.0 once a model loads.)
+    code = textwrap.dedent("""
+        import sys
+        from treegrpo.services.sampler.config import OpenAISettings, SamplerConfig, VllmSettings
+        import treegrpo.services.sampler.backends._hf
+        import treegrpo.services.sampler.service
+        SamplerConfig(backend="hf", openai=OpenAISettings(), vllm=VllmSettings())
+        assert "httpx" not in sys.modules, "imported httpx"
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -1,12 +1,16 @@
-"""Typed configuration: one pydantic-settings model per service plus the RunSpec."""
+"""Typed configuration: one pydantic-settings model per service (on the shared
+`ServiceSettings`) plus the RunSpec."""
 
 from treegrpo.config._base import (
     ConfigError,
     HealthSettings,
     NatsSettings,
     Section,
+    ServiceSettings,
     Settings,
     TelemetrySettings,
+    describe_errors,
+    from_values,
     load,
     parse_overrides,
     read_toml,
@@ -14,5 +18,6 @@ from treegrpo.config._base import (
 )
 from treegrpo.config.run import RunSpec, TreeSettings
 
-__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "Settings", "TelemetrySettings",
-           "TreeSettings", "load", "parse_overrides", "read_toml", "treegrpo_home"]
+__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",
+           "TelemetrySettings", "TreeSettings", "describe_errors", "from_values", "load", "parse_overrides",
+           "read_toml", "treegrpo_home"]

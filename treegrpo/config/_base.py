@@ -1,18 +1,23 @@
 """Typed settings: defaults in the schema < TOML file < environment < CLI overrides.
 
-Every service config subclasses `Settings`. `load(cls, path, overrides)` is the one way to build
-one; a bad file names the field and the reason (`ConfigError`).
+Every service config subclasses `ServiceSettings` (a `Settings` with what all services share).
+`load(cls, path, overrides)` is the one way to build one; a bad file names the field and the
+reason (`ConfigError`). `from_values(cls, data)` checks
+values alone (no environment, no file): a recorded config, or one section of a run file.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from treegrpo.events import check_token
 
 
 class ConfigError(ValueError):
@@ -61,12 +66,34 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", env_nested_delimiter="__", validate_default=True)
     _toml_data: ClassVar[dict[str, Any]] = {}
+    _read_env: ClassVar[bool] = True
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
         # init kwargs are the CLI overrides: highest precedence, then env, then the TOML file.
+        if not cls._read_env:
+            return (init_settings,)
         return (init_settings, env_settings, _TomlSource(settings_cls, cls._toml_data))
+
+
+class ServiceSettings(Settings):
+    """What every service's config repeats: the run it serves, the bus, traces, heartbeat. Base of
+    the sampler, executor, grader and learner configs; `treegrpo.service.Service` reads these
+    fields directly."""
+
+    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to "
+                                                "its subjects); empty = every run")
+    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
+    health: HealthSettings = Field(default_factory=HealthSettings,
+                                   description="Heartbeat file for the probes")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_token(cls, v: str) -> str:
+        # it names a durable consumer and filters subjects: a '.' or '*' would widen the filter
+        return check_token(v, "run_id") if v else v
 
 
 T = TypeVar("T", bound=Settings)
@@ -107,19 +134,35 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def load(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                      section: str | None = None) -> T:
-    """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides."""
+                      section: str | None = None, where: str = "") -> T:
+    """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides. A ConfigError
+    starts with `where` (default: the file, else "config")."""
     data = read_toml(path, section) if path else {}
     holder = type(cls.__name__, (cls,), {"_toml_data": data})
     try:
         made = holder(**(overrides or {}))
     except ValidationError as exc:
-        where = f"{path}" if path else "config"
-        raise ConfigError(f"{where}: {_describe(exc)}") from exc
+        raise ConfigError(f"{where or path or 'config'}: {describe_errors(exc)}") from exc
     return cls.model_validate(made.model_dump()) if holder is not cls else made
 
 
-def _describe(exc: ValidationError) -> str:
+@cache
+def _values_only(cls: type[T]) -> type[T]:
+    return type(cls.__name__, (cls,), {"_read_env": False})
+
+
+def from_values(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
+    """`cls` validated from `data` alone: no environment, no TOML (`ConfigError` names the field).
+    Its `model_fields_set` is what `data` sets, so a partial config stays partial."""
+    try:
+        made = _values_only(cls).model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
+    return cls.model_construct(_fields_set=made.model_fields_set, **dict(made))
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One line naming each invalid field and why: `field 'tree.group_size': Input should be ...`."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "<root>"

@@ -1,13 +1,18 @@
-"""RunSpec: what one training run is. Published in full in `run.started`."""
+"""RunSpec: what one training run is. Published in full in `run.started`.
+
+Where the bus is and where traces go are each service's own settings (`ServiceSettings`), not the
+run's: runs recorded before this held `nats` and `telemetry` here, and their JSON still reads.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config._base import NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.config._base import Section, Settings, from_values
 from treegrpo.events import check_token
 
 
@@ -16,6 +21,10 @@ class TreeSettings(Section):
     group_size: int = Field(default=16, ge=1, description="G: siblings per expansion, one GRPO group (the seed: 16)")
     drafts: int = Field(default=2, ge=1, description="Expansions 0..drafts-1 are drafts (the seed: 2)")
     parent_temperature: float = Field(default=1.0, gt=0, description="Softmax temperature over node rewards when choosing a parent")
+
+
+# fields RunSpec once had, found in the JSON of recorded `run.started` events
+RETIRED_KEYS = frozenset({"nats", "telemetry"})
 
 
 class RunSpec(Settings):
@@ -33,8 +42,6 @@ class RunSpec(Settings):
     seed: int = Field(default=0, description="Seed of the tree policy's RNG and of sampling")
     model: str = Field(default="", description="Base model path recorded in summaries (the sampler's model)")
     phase: Literal["train", "eval"] = Field(default="train", description="Recorded in round summaries")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
 
     @field_validator("run_id")
     @classmethod
@@ -47,3 +54,12 @@ class RunSpec(Settings):
         if not v:
             raise ValueError("at least one task")
         return v
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec as `run.started` recorded it (`run_spec_json`). Raises ValueError if it does not
+        validate. Keys this class no longer has (RETIRED_KEYS) are ignored: the log is immutable;
+        and the reader's environment (TREEGRPO_RUN_*) is not applied: it is no source of a past
+        run's facts."""
+        data = {k: v for k, v in json.loads(text).items() if k not in RETIRED_KEYS}
+        return from_values(cls, data, "run.started")

@@ -7,7 +7,10 @@
     [grader]     # GraderConfig fields
     [learner]    # LearnerConfig fields
 
-Service sections are validated by the services' own config classes before anything starts.
+Each service section is typed by that service's own config class (`Service.config_cls`, looked up
+through the CLI's registry), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A
+section stays partial: the keys the file sets; defaults and the service's environment resolve in
+the service's own process, where the runner validates the wired config again before starting it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from treegrpo.config import ConfigError, RunSpec, Section, load, parse_overrides, read_toml
+from treegrpo.config import (
+    ConfigError,
+    RunSpec,
+    Section,
+    ServiceSettings,
+    describe_errors,
+    from_values,
+    load,
+    parse_overrides,
+    read_toml,
+)
 
 SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
 
@@ -39,18 +52,29 @@ class RunnerSettings(Section):
 
 
 class RunFile(BaseModel):
+    """A run file's tables. Unknown tables are an error; `load_run_file` types every section."""
+
     model_config = ConfigDict(extra="forbid")
-    run: dict[str, Any] = Field(default_factory=dict)
-    runner: RunnerSettings = Field(default_factory=RunnerSettings)
-    sampler: dict[str, Any] = Field(default_factory=dict)
-    executor: dict[str, Any] = Field(default_factory=dict)
-    grader: dict[str, Any] = Field(default_factory=dict)
-    learner: dict[str, Any] = Field(default_factory=dict)
+    run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`spec()`)")
+    runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How `treegrpo run` runs it")
+    sampler: dict[str, Any] = Field(default_factory=dict, description="SamplerConfig fields (`service()`)")
+    executor: dict[str, Any] = Field(default_factory=dict, description="ExecutorConfig fields")
+    grader: dict[str, Any] = Field(default_factory=dict, description="GraderConfig fields")
+    learner: dict[str, Any] = Field(default_factory=dict, description="LearnerConfig fields")
 
     def spec(self) -> RunSpec:
-        return load(RunSpec, None, self.run)
+        """The [run] table as a RunSpec (TREEGRPO_RUN_* applied above it)."""
+        return load(RunSpec, None, self.run, where="[run]")
+
+    def service(self, name: str) -> ServiceSettings:
+        """The [name] section as the service's config class reads it; `model_fields_set` = the keys
+        the file sets. ConfigError naming the section and the field."""
+        from treegrpo.cli._core import service_class
+
+        return from_values(service_class(name).config_cls, getattr(self, name), f"[{name}]")
 
     def section(self, name: str) -> dict[str, Any]:
+        """The [name] section as written (a partial config)."""
         return dict(getattr(self, name))
 
 
@@ -62,12 +86,19 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -> RunFile:
-    """The run file plus `--set section.key=value` overrides, validated (RunSpec included)."""
-    data = read_toml(path) if path else {}
-    data = deep_merge(data, parse_overrides(overrides or []))
+    """The run file plus `--set section.key=value` overrides, every table typed: [run] by the
+    RunSpec, [runner] by RunnerSettings, each service's by its config class. A ConfigError names
+    the file, the table and the field."""
+    where = str(path or "run config")
+    data = deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
     try:
         rf = RunFile.model_validate(data)
-    except Exception as exc:  # pydantic ValidationError: name the field
-        raise ConfigError(f"{path or 'run config'}: {exc}") from exc
-    rf.spec()  # raises ConfigError naming the field
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
+    try:
+        rf.spec()
+        for name in SERVICE_NAMES:
+            rf.service(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
     return rf

@@ -43,13 +43,13 @@ async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
     found = await bus.last_event(run_id, "run.started")
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
-    return RunSpec.model_validate_json(found.run_started.run_spec_json)
+    return RunSpec.from_json(found.run_started.run_spec_json)
 
 
 def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
     """Each service's config: the run file's section plus what the runner wires together."""
     home = treegrpo_home()
-    model = rf.sampler.get("model") or spec.model or str(home / "models" / "small")
+    model = rf.service("sampler").model or spec.model or str(home / "models" / "small")
     common = {"nats": {"url": url}}
     run = {"run_id": spec.run_id}  # each service consumes this run's events alone (docs/DEPLOY.md)
     wiring = {
@@ -59,7 +59,8 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
                     "workdir": str(run_dir / "sampler"), **run},
         "executor": {**run},
         "grader": {**run},
-        "learner": {"model": rf.learner.get("model") or model, "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
+        "learner": {"model": rf.service("learner").model or model,
+                    "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
     }
     # one span file per service: several processes appending to one file could interleave lines;
     # heartbeats per run, so two runs on one home never read each other's

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
+from treegrpo.config import Section, ServiceSettings, treegrpo_home
 
 
 class Range(Section):
@@ -92,7 +92,7 @@ class GpuGuardSettings(Section):
     poll_s: float = Field(default=2.0, gt=0, description="NVML sampling interval")
 
 
-class ExecutorConfig(Settings):
+class ExecutorConfig(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_EXECUTOR_", extra="forbid", env_nested_delimiter="__")
 
     backend: Literal["local", "k8s"] = Field(default="local", description="Where scripts run: local sandboxed processes, or one Kubernetes pod per node")
@@ -108,10 +108,6 @@ class ExecutorConfig(Settings):
     local: LocalSettings = Field(default_factory=LocalSettings, description="Local sandbox backend")
     k8s: K8sSettings = Field(default_factory=K8sSettings, description="Kubernetes backend")
     gpu_guard: GpuGuardSettings = Field(default_factory=GpuGuardSettings, description="GPU-idle guard")
-    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")
 
     @model_validator(mode="after")
     def _slots_from_cores(self) -> ExecutorConfig:

@@ -92,7 +92,7 @@ class ExecutorService(Service):
             event = await self.bus.last_event(run_id, "run.started")
             if event is None:
                 raise TransientError(f"run {run_id} has no run.started yet", delay_s=2.0)
-            spec = RunSpec.model_validate_json(event.run_started.run_spec_json)
+            spec = RunSpec.from_json(event.run_started.run_spec_json)
             self._specs[run_id] = spec
         return spec
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings, treegrpo_home
+from treegrpo.config import Section, ServiceSettings, treegrpo_home
 from treegrpo.services.grader.rewards import DEFAULT_PENALTY, Shaping
 
 _PENALTY = dict(default=DEFAULT_PENALTY, ge=-1.0, le=0.0)
@@ -28,7 +28,7 @@ class RewardSettings(Section):
         return Shaping(penalties=penalties, temperature=self.temperature)
 
 
-class GraderConfig(Settings):
+class GraderConfig(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_GRADER_", extra="forbid", env_nested_delimiter="__")
 
     tasks_home: str = Field(default="", description="Folder holding tasks/public and tasks/private of the built-in tasks; empty = $TREEGRPO_HOME")
@@ -40,10 +40,6 @@ class GraderConfig(Settings):
     scratch_dir: str = Field(default="", description="Where submissions are downloaded to be graded; empty = a private temp folder")
     unknown_task_retry_s: float = Field(default=30.0, gt=0, description="Retry delay when a task's data or answers are missing (a config fix + restart recovers)")
     rewards: RewardSettings = Field(default_factory=RewardSettings, description="Reward shaping")
-    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to its subjects); empty = every run")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")
 
     def home(self) -> Path:
         return Path(self.tasks_home).expanduser() if self.tasks_home else treegrpo_home()

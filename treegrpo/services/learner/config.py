@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import HealthSettings, NatsSettings, Section, Settings, TelemetrySettings
+from treegrpo.config import Section, ServiceSettings
 
 
 class LoraSettings(Section):
@@ -25,7 +25,7 @@ class WandbSettings(Section):
     dir: str = Field(default="", description="W&B run folder; empty = <checkpoint_dir>/wandb")
 
 
-class LearnerConfig(Settings):
+class LearnerConfig(ServiceSettings):
     """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
 
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__")
@@ -71,6 +71,3 @@ class LearnerConfig(Settings):
     ack_wait_s: float = Field(default=60.0, gt=0, description="A crashed learner's unacked groups are redelivered after this long")
     max_inflight_groups: int = Field(default=4096, ge=1, description="group.scored messages held unacked until trained")
     wandb: WandbSettings = Field(default_factory=WandbSettings, description="Optional W&B logging")
-    nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="Heartbeat file for the probes")

@@ -85,7 +85,7 @@ class LearnerService(Service):
     async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
         run_id = event.envelope.run_id
         if self.active is None and (not self.config.run_id or self.config.run_id == run_id):
-            spec = RunSpec.model_validate_json(event.run_started.run_spec_json)
+            spec = RunSpec.from_json(event.run_started.run_spec_json)
             if spec.train:
                 await self._ensure_run(run_id)
 
@@ -127,7 +127,7 @@ class LearnerService(Service):
             started = await self.bus.last_event(run_id, "run.started")
             if started is None:
                 raise TransientError(f"run {run_id} has no run.started yet", 2.0)
-            spec = RunSpec.model_validate_json(started.run_started.run_spec_json)
+            spec = RunSpec.from_json(started.run_started.run_spec_json)
             if not spec.train:
                 return None
             if not self.config.run_id and not (await self.bus.run_ends(run_id)).open:

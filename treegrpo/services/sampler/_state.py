@@ -42,7 +42,7 @@ class RunState:
 
     @classmethod
     def from_started(cls, run_id: str, started: pb.RunStarted) -> RunState:
-        return cls(run_id, RunSpec.model_validate_json(started.run_spec_json))
+        return cls(run_id, RunSpec.from_json(started.run_spec_json))
 
     def round(self, task: str, round_: int) -> RoundState:
         key = (task, round_)

@@ -26,52 +26,25 @@ import secrets
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
 
 from treegrpo.services.sampler.backends._base import Completion, SamplingParams
-
-if TYPE_CHECKING:
-    from treegrpo.services.sampler.config import SamplerConfig
+from treegrpo.services.sampler.config import OpenAISettings, SamplerConfig
 
 log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 BUSY_STATUS = {429, 503}    # for adapter loads: a 500 there is the server rejecting the adapter
 
 
-class OpenAISettings(BaseModel):
-    """How to reach and drive an OpenAI-compatible server."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="Server root or its /v1 root (vllm serve, SGLang)")
-    api_key: str = Field(default="EMPTY", description="Bearer token sent to the server")
-    served_model: str = Field(default="", description="Base model name on the server; empty = the first base model of GET /v1/models")
-    timeout_s: float = Field(default=600.0, gt=0, description="HTTP timeout of one generation request")
-    connect_timeout_s: float = Field(default=10.0, gt=0, description="Timeout to open a connection")
-    max_connections: int = Field(default=64, ge=1, description="Concurrent HTTP connections (groups in flight)")
-    retries: int = Field(default=3, ge=0, description="Retries of a request that failed to connect or got 408/429/5xx")
-    retry_backoff_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each retry")
-    token_ids: Literal["required", "optional"] = Field(
-        default="required", description="required: fail if the server cannot give token ids/logprobs (training); optional: probe-only servers")
-    top_k: int | None = Field(default=-1, description="top_k sent with each request (-1 = off, overriding checkpoint defaults); None = not sent, for strict-OpenAI servers")
-    lora_name_prefix: str = Field(default="policy", description="Adapter names are <prefix>-v<version>-<instance>-<n>, new for every load")
-    server_adapter_root: str = Field(default="", description="Folder under which the SERVER sees adapter folders (shared volume); empty = the sampler's own path")
-
-
 def build(config: SamplerConfig) -> OpenAIBackend:
-    """The backend from the sampler's config (fields of its `openai` section that this one knows).
+    """The backend from the sampler's config (its `openai` section).
 
     The model is `openai.served_model`, else the server's own base model (GET /v1/models): the
     sampler's `model` folder names a local checkpoint, which need not be the server's name for it.
     """
-    section = config.openai
-    if not isinstance(section, OpenAISettings):
-        known = OpenAISettings.model_fields
-        section = OpenAISettings(**{k: v for k, v in section.model_dump().items() if k in known})
-    return OpenAIBackend(section.served_model, section)
+    return OpenAIBackend(config.openai.served_model, config.openai)
 
 
 class OpenAIBackend:

@@ -28,57 +28,23 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from treegrpo.services.sampler.backends._base import Completion, SamplingParams
 from treegrpo.services.sampler.backends._vllm_keys import adapter_for_engine
-
-if TYPE_CHECKING:
-    from treegrpo.services.sampler.config import SamplerConfig
+from treegrpo.services.sampler.config import SamplerConfig, VllmSettings
 
 log = logging.getLogger(__name__)
 
 
-class VllmSettings(BaseModel):
-    """Settings of the in-process vLLM engine."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tokenizer: str = Field(default="", description="Tokenizer folder; empty = the model folder")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="Weights dtype (auto = the checkpoint's; vLLM's CPU backend casts float16 to bfloat16)")
-    max_model_len: int = Field(default=16384, ge=64, description="Context length vLLM reserves KV cache for (prompt + response)")
-    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1, description="vLLM's share of GPU memory (GPU only)")
-    cpu_kvcache_gib: int = Field(default=4, ge=1, description="KV cache size on the CPU backend (sets VLLM_CPU_KVCACHE_SPACE)")
-    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine")
-    enforce_eager: bool = Field(default=False, description="Skip CUDA graphs / torch.compile (faster start, slower decode)")
-    max_num_seqs: int = Field(default=256, ge=1, description="Sequences decoded together in one engine step")
-    enable_prefix_caching: bool = Field(default=True, description="Share KV blocks of common prompt prefixes (the G siblings of a group)")
-    max_lora_rank: int = Field(default=64, ge=1, description="Largest LoRA rank vLLM accepts (one of 8, 16, 32, 64, 128, 256, 320, 512)")
-    max_loras: int = Field(default=2, ge=1, description="Adapters in one batch: the new version and the one still finishing")
-    max_cpu_loras: int = Field(default=4, ge=1, description="Adapters vLLM keeps loaded in host memory")
-    lora_name_prefix: str = Field(default="policy", description="LoRA names are <prefix>-v<version>-<id>, unique per load")
-    seed: int = Field(default=0, description="Engine seed (per-request seeds come from SamplingParams.seed)")
-    language_model_only: bool = Field(
-        default=False, description="Load only the text model of a multimodal wrapper (Qwen3.5's ConditionalGeneration)")
-    gdn_prefill_backend: Literal["", "triton", "flashinfer"] = Field(
-        default="", description="Qwen3.5 gated-delta-net prefill kernels; 'triton' when FlashInfer is not installed ('' = vLLM's choice)")
-
-
 def build(config: SamplerConfig) -> VllmBackend:
-    """The backend from the sampler's config (fields of its `vllm` section that this one knows)."""
+    """The backend from the sampler's config (its `vllm` section)."""
     from treegrpo.services.sampler.backends import resolve_model_path
 
-    section = config.vllm
-    if not isinstance(section, VllmSettings):
-        known = VllmSettings.model_fields
-        section = VllmSettings(**{k: v for k, v in section.model_dump().items() if k in known})
     path = resolve_model_path(config)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"no model at {path}: build one with `treegrpo model init {path}`")
-    return VllmBackend(path, section)
+    return VllmBackend(path, config.vllm)
 
 
 class VllmBackend:

@@ -1,0 +1,55 @@
+"""A run file's service sections are typed by the services' own config classes at load."""
+
+from __future__ import annotations
+
+import pytest
+
+from treegrpo.config import ConfigError
+from treegrpo.runner import load_run_file
+from treegrpo.services.executor.config import ExecutorConfig
+from treegrpo.services.sampler.config import SamplerConfig
+
+
+def write(tmp_path, text: str):
+    f = tmp_path / "run.toml"
+    f.write_text('[run]\ntasks = ["spooky-mini"]\n' + text)
+    return f
+
+
+def test_a_misspelt_key_in_a_service_section_is_rejected_at_load_naming_section_and_field(tmp_path):
+    f = write(tmp_path, "[sampler.sampling]\ntemprature = 0.8\n")
+    with pytest.raises(ConfigError, match=r"run\.toml: \[sampler\]: field 'sampling\.temprature': Extra"):
+        load_run_file(f)
+
+
+def test_a_bad_value_in_a_section_or_in_an_override_is_rejected_at_load(tmp_path):
+    f = write(tmp_path, "[executor]\ntimeout_s = -1\n")
+    with pytest.raises(ConfigError, match=r"\[executor\]: field 'timeout_s': Input should be greater than 0"):
+        load_run_file(f)
+    with pytest.raises(ConfigError, match=r"\[learner\]: field 'lr'"):
+        load_run_file(write(tmp_path, ""), ["learner.lr=0"])
+
+
+def test_a_section_is_typed_and_stays_partial_without_the_runners_environment(tmp_path, monkeypatch):
+    # the environment is the service's to apply, in its own process, above the file
+    monkeypatch.setenv("TREEGRPO_SAMPLER_MAX_CONCURRENT_GROUPS", "7")
+    text = '[sampler]\nbackend = "replay"\n[sampler.sampling]\ntemperature = 0.6\n[executor]\nmax_concurrency = 2\n'
+    rf = load_run_file(write(tmp_path, text))
+    sampler = rf.service("sampler")
+    assert isinstance(sampler, SamplerConfig) and isinstance(rf.service("executor"), ExecutorConfig)
+    assert sampler.backend == "replay" and sampler.sampling.temperature == 0.6
+    assert sampler.model_fields_set == {"backend", "sampling"} and sampler.max_concurrent_groups == 1
+    assert rf.section("sampler") == {"backend": "replay", "sampling": {"temperature": 0.6}}
+    assert rf.service("grader").model_fields_set == set()
+
+
+@pytest.mark.parametrize("key", ["nats.url", "telemetry.enabled"])
+def test_the_run_table_no_longer_takes_the_bus_or_traces(tmp_path, key):
+    # each service's own settings (ServiceSettings) say where the bus is; the RunSpec never did
+    with pytest.raises(ConfigError, match=rf"run\.toml: \[run\]: field '{key.split('.')[0]}': Extra inputs"):
+        load_run_file(write(tmp_path, ""), [f"run.{key}=true"])
+
+
+def test_an_unknown_table_is_rejected_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"run\.toml: field 'samplr': Extra inputs are not permitted$"):
+        load_run_file(write(tmp_path, "[samplr]\nbackend = \"hf\"\n"))
