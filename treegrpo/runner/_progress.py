@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from treegrpo import events as ev_mod
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -51,28 +52,28 @@ class Progress:
         kind = ev_mod.kind_of(event)
         b = ev_mod.body_of(event)
         tp = self.per_task.get(getattr(b, "task", ""), None)
-        if kind == "round.started" and tp:
+        if kind == Kind.ROUND_STARTED and tp:
             tp.round_now = max(tp.round_now, b.round)
-        elif kind == "round.completed" and tp:
+        elif kind == Kind.ROUND_COMPLETED and tp:
             tp.rounds_done += 1
             if b.HasField("best_test_metric"):
                 tp.best = b.best_test_metric
-        elif kind == "node.sampled" and tp:
+        elif kind == Kind.NODE_SAMPLED and tp:
             tp.sampled += 1
-        elif kind == "node.graded" and tp:
+        elif kind == Kind.NODE_GRADED and tp:
             tp.graded += 1
             tp.statuses[b.status] += 1
-        elif kind == "group.scored":
+        elif kind == Kind.GROUP_SCORED:
             self.groups_scored += 1
-        elif kind == "learner.step":
+        elif kind == Kind.LEARNER_STEPPED:
             self.learner_steps += 1
             self.groups_trained += len(b.sibling_groups)
             self.groups_with_signal += b.groups_with_signal
             self.policy_version = max(self.policy_version, b.policy_version)
             self.last_step_at = time.time()
-        elif kind == "policy.loaded":
+        elif kind == Kind.POLICY_LOADED:
             self.loaded_version = max(self.loaded_version, b.version)
-        elif kind == "run.completed":
+        elif kind == Kind.RUN_COMPLETED:
             self.completed_by = event.envelope.producer
 
     @property

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from treegrpo import events
 from treegrpo.bus import Bus
+from treegrpo.events import Kind
 from treegrpo.services.sampler._parse import parse_completion
 from treegrpo.services.sampler._prompts import TaskContext, render_prompt
 from treegrpo.services.sampler._state import RunState
@@ -25,7 +26,7 @@ class Sampled:
 
 async def parent_output(bus: Bus, run_id: str, parent_id: str) -> str:
     """The parent's terminal tail as the executor recorded it (trimmed at render time)."""
-    executed = await bus.last_event(run_id, "node.executed", parent_id)
+    executed = await bus.last_event(run_id, Kind.NODE_EXECUTED, parent_id)
     if executed is None:
         return ""
     body = executed.node_executed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from treegrpo.bus import Bus
+from treegrpo.events import Kind
 from treegrpo.services.sampler._state import RunState, gen_llm_seconds, round_nodes
 from treegrpo.services.sampler.policy import RoundState
 from treegrpo.v1 import events_pb2 as pb
@@ -16,7 +17,7 @@ async def round_summary(bus: Bus, state: RunState, rs: RoundState, model: str, a
     exec_seconds = 0.0
     best: tuple[float, str, float] | None = None  # (oriented, node id, test_metric)
     for nid in ids:
-        graded = await bus.last_event(state.run_id, "node.graded", nid)
+        graded = await bus.last_event(state.run_id, Kind.NODE_GRADED, nid)
         if graded is None:  # the group was scored, so this cannot happen unless the log was trimmed
             continue
         g = graded.node_graded
