@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from treegrpo import events as ev_mod
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.v1 import events_pb2 as pb
 
-STATUS_STYLE = {"ok": "green", "crashed": "red", "timeout": "yellow", "no_code": "magenta",
-                "no_submission": "magenta", "invalid_submission": "yellow"}
+STATUS_STYLE = {Status.OK: "green", Status.CRASHED: "red", Status.TIMEOUT: "yellow",
+                Status.NO_CODE: "magenta", Status.NO_SUBMISSION: "magenta", Status.INVALID_SUBMISSION: "yellow"}
 
 
 def _metric(value: float | None) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from treegrpo import events as ev_mod
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -100,9 +100,10 @@ class Progress:
             t.add_column(col, justify="right" if col != "task" else "left")
         for name, tp in self.per_task.items():
             st = tp.statuses
-            other = sum(v for k, v in st.items() if k not in ("ok", "crashed", "timeout"))
+            other = sum(v for k, v in st.items() if k not in (Status.OK, Status.CRASHED, Status.TIMEOUT))
             t.add_row(name, f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})", str(tp.sampled), str(tp.graded),
-                      f"[green]{st['ok']}[/]", f"[red]{st['crashed']}[/]", f"[yellow]{st['timeout']}[/]",
+                      f"[green]{st[Status.OK]}[/]", f"[red]{st[Status.CRASHED]}[/]",
+                      f"[yellow]{st[Status.TIMEOUT]}[/]",
                       str(other), "—" if tp.best is None else f"{tp.best:.4g}")
         if services:
             line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"

@@ -17,7 +17,7 @@ from pathlib import Path
 from nats.js.errors import NotFoundError
 
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.service import HandlerFn, Service
 from treegrpo.services.grader._groups import GroupTracker
 from treegrpo.services.grader.config import GraderConfig
@@ -111,7 +111,7 @@ class GraderService(Service):
 
     async def grade(self, run_id: str, ex: pb.NodeExecuted) -> pb.NodeGraded:
         body = graded_from_executed(ex)
-        if ex.status != "ok":
+        if ex.status != Status.OK:
             return body  # the executor's status is final; nothing to grade
         task = await self._task(ex.task)
         return apply_result(body, await self._grade_object(run_id, task, ex))
@@ -146,4 +146,4 @@ class GraderService(Service):
 
 
 def _invalid(reason: str) -> GradeResult:
-    return GradeResult("invalid_submission", None, None, reason, 0.0)
+    return GradeResult(Status.INVALID_SUBMISSION, None, None, reason, 0.0)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from treegrpo import events
 from treegrpo.bus import Bus
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.services.sampler._parse import parse_completion
 from treegrpo.services.sampler._prompts import TaskContext, render_prompt
 from treegrpo.services.sampler._state import RunState
@@ -31,9 +31,9 @@ async def parent_output(bus: Bus, run_id: str, parent_id: str) -> str:
         return ""
     body = executed.node_executed
     tail = body.term_tail
-    if body.status != "ok" and body.HasField("exc_type") and body.exc_type and body.exc_type not in tail:
+    if body.status != Status.OK and body.HasField("exc_type") and body.exc_type and body.exc_type not in tail:
         tail = f"{tail}\n[{body.status}: {body.exc_type}]"
-    elif body.status not in ("ok", "crashed"):
+    elif body.status not in (Status.OK, Status.CRASHED):
         tail = f"{tail}\n[{body.status}]"
     return tail
 

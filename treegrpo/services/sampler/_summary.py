@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from treegrpo.bus import Bus
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.services.sampler._state import RunState, gen_llm_seconds, round_nodes
 from treegrpo.services.sampler.policy import RoundState
 from treegrpo.v1 import events_pb2 as pb
@@ -22,7 +22,7 @@ async def round_summary(bus: Bus, state: RunState, rs: RoundState, model: str, a
             continue
         g = graded.node_graded
         exec_seconds += g.exec_time
-        if g.status != "ok":
+        if g.status != Status.OK:
             continue
         valid += 1
         if g.HasField("oriented") and g.HasField("test_metric") and (best is None or g.oriented > best[0]):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from treegrpo.bus import Bus
-from treegrpo.events import Kind
+from treegrpo.events import Kind, Status
 from treegrpo.services.learner.sft._pairs import Pair, make_pair
 from treegrpo.services.learner.sft.config import ArchiveSettings
 
@@ -50,13 +50,13 @@ def select_nodes(groups: list[ScoredGroup], select: str, top_k: int = 16,
     picked: list[tuple[str, Member]] = []
     if select == "best-per-group":
         for g in sorted(groups, key=lambda g: (g.run_id, g.task, g.round, g.step, g.sibling_group)):
-            valid = sorted((m for m in g.members if m.status == "ok"), key=_rank)
+            valid = sorted((m for m in g.members if m.status == Status.OK), key=_rank)
             if valid:
                 picked.append((g.run_id, valid[0]))
     elif select == "top-k":
         pools: dict[tuple[str, str], list[Member]] = {}
         for g in groups:
-            pools.setdefault((g.run_id, g.task), []).extend(m for m in g.members if m.status == "ok")
+            pools.setdefault((g.run_id, g.task), []).extend(m for m in g.members if m.status == Status.OK)
         for key in sorted(pools):
             picked += [(key[0], m) for m in sorted(pools[key], key=_rank)[:top_k]]
     else:
