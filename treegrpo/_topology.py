@@ -57,6 +57,9 @@ TOPOLOGY: dict[Kind, Route] = {
 }
 
 
+_SHOWN = {CONSUMER: "any service's consumer loop"}
+
+
 def producers_of(name: str) -> set[Kind]:
     return {k for k, r in TOPOLOGY.items() if name in r.producers}
 
@@ -71,9 +74,24 @@ def topology_markdown() -> str:
     for kind, r in TOPOLOGY.items():
         body = "".join(p.title() for p in kind.field.split("_"))
         consumers = ", ".join(sorted(r.consumers)) or "—"
-        rows.append(f"| `{kind.value}` | `{body}` | {', '.join(sorted(r.producers))} | {consumers} | {r.why} |")
+        producers = ", ".join(_SHOWN.get(p, p) for p in sorted(r.producers))
+        rows.append(f"| `{kind.value}` | `{body}` | {producers} | {consumers} | {r.why} |")
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":
-    print(topology_markdown(), end="")
+def write_into(path: str, begin: str = "<!-- topology:begin -->\n", end: str = "<!-- topology:end -->") -> None:
+    """Replace the table between the markers of a markdown file (docs/CONTRACTS.md)."""
+    with open(path) as fh:
+        head, rest = fh.read().split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    with open(path, "w") as fh:
+        fh.write(head + begin + topology_markdown() + end + tail)
+
+
+if __name__ == "__main__":  # `python -m treegrpo._topology [docs/CONTRACTS.md]`: print, or rewrite in place
+    import sys
+
+    if len(sys.argv) > 1:
+        write_into(sys.argv[1])
+    else:
+        print(topology_markdown(), end="")
