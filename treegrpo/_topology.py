@@ -79,7 +79,10 @@ def topology_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
-def write_into(path: str, begin: str = "<!-- topology:begin -->\n", end: str = "<!-- topology:end -->") -> None:
+BEGIN, END = "<!-- topology:begin -->\n", "<!-- topology:end -->"
+
+
+def write_into(path: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the table between the markers of a markdown file (docs/CONTRACTS.md)."""
     with open(path) as fh:
         head, rest = fh.read().split(begin, 1)

@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from treegrpo import events as ev
-from treegrpo._topology import CONSUMER, RUNNER, TOPOLOGY, consumed_by, producers_of, topology_markdown
+from treegrpo._topology import (
+    BEGIN,
+    CONSUMER,
+    END,
+    RUNNER,
+    TOPOLOGY,
+    consumed_by,
+    producers_of,
+    topology_markdown,
+)
 from treegrpo.cli._registry import SERVICES
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -93,7 +102,7 @@ def test_the_scan_sees_a_body_built_under_any_import_name():
 
 def test_contracts_doc_states_the_table_as_generated():
     doc = (ROOT / "docs" / "CONTRACTS.md").read_text()
-    begin, end = "<!-- topology:begin -->\n", "<!-- topology:end -->"
+    begin, end = BEGIN, END
     assert begin in doc and end in doc, "docs/CONTRACTS.md lost its topology markers"
     stated = doc.split(begin, 1)[1].split(end, 1)[0]
     assert stated == topology_markdown(), "regenerate it: python -m treegrpo._topology docs/CONTRACTS.md"
