@@ -87,7 +87,8 @@ async def _fold(url: str, run_id: str) -> RunLog:
     async for _, e in bus.replay(run_id):
         kind = ev.kind_of(e)
         who = e.envelope.producer.split("/")[0]  # "sampler/<host>-<pid>" -> "sampler"
-        assert who in ev.TOPOLOGY[kind].producers, f"{who} published {kind}: not in the topology table"
+        assert who in ev.TOPOLOGY[kind].producers or who == ev.IMPORTED_PRODUCER, \
+            f"{who} published {kind}: not in the topology table"
         out.counts[kind] += 1
         b = ev.body_of(e)
         if kind == Kind.NODE_SAMPLED:

@@ -1,7 +1,7 @@
 """Sibling groups: which nodes form one, when it is complete, and its `group.scored` fact.
 
 State is a cache of the log, never the truth: the members of a group are looked up on the stream
-(`bus.last_event(run, "node.graded", sibling_id)`) whenever the cache lacks them, so a restarted
+(`bus.last_event(run, Kind.NODE_GRADED, sibling_id)`) whenever the cache lacks them, so a restarted
 grader, a second replica, or siblings graded in any order all reach the same answer, and the
 deterministic event id of `group.scored` makes its publication exactly-once.
 """
