@@ -64,7 +64,7 @@ def wire(kind: Kind | str) -> str:
 class Status(StrEnum):
     """A node's status (`node.executed.status`, `node.graded.status`, the archive's `status`).
 
-    The executor sets one of the first five; the grader's final status is `ok` or
+    The executor sets any but `invalid_submission`; the grader's final status is `ok` or
     `invalid_submission` for a node that ran and wrote a submission, else the executor's copied.
     The order is the seed archive's (reports list statuses in it)."""
 
