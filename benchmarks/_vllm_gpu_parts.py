@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 from benchmarks import _vllm_gpu_models as M
+from treegrpo.events import Kind
 
 
 def machine() -> dict:
@@ -128,7 +129,7 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
                 version=version, adapter_key=key, sha256=sha, bytes=size, step=version))
             await bus.publish(published)
             ack = await push_adapter(address, "bench", version, archive, timeout_s=600)
-            loaded = await bus.last_event("bench", "policy.loaded", (str(version), "bench"))
+            loaded = await bus.last_event("bench", Kind.POLICY_LOADED, (str(version), "bench"))
             if not ack.accepted or loaded is None:
                 raise RuntimeError(f"v{version} not loaded: {ack.reason}")
             comps = await backend.generate(prompt, 4, SamplingParams(max_new_tokens=128, seed=version))

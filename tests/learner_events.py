@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, TreeSettings
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -48,5 +49,5 @@ async def scored_group(bus: Bus, run_id: str, task: str, round_: int, step: int,
 
 
 async def learner_steps(bus: Bus, run_id: str) -> list[pb.LearnerStepped]:
-    out = [e.learner_stepped async for _s, e in bus.replay(run_id, kinds=["learner.step"])]
+    out = [e.learner_stepped async for _s, e in bus.replay(run_id, kinds=[Kind.LEARNER_STEPPED])]
     return sorted(out, key=lambda r: r.step)

@@ -19,9 +19,11 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+from treegrpo.events import Status
+
 Estimator = Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"]
 ESTIMATORS: tuple[str, ...] = ("grpo", "grpo_valid_only", "rloo", "dr_grpo")
-VALID = "ok"
+VALID = Status.OK
 EPS = 1e-6
 # Rewards that differ by less than this are "equal": no ranking, no signal.
 TIE_TOL = 1e-9

@@ -15,29 +15,21 @@ import time as _time
 
 from google.protobuf.message import DecodeError
 
+from treegrpo._kinds import FAILURE_STATUSES, KEYLESS, Kind, Status, as_kind, wire
+from treegrpo._topology import TOPOLOGY, Route, topology_markdown
 from treegrpo.v1 import events_pb2 as pb
+
+__all__ = ["FAILURE_STATUSES", "IMPORTED_PRODUCER", "KINDS", "Kind", "Route", "SCHEMA_VERSION", "Status",
+           "SUBJECT_ROOT", "TOPOLOGY", "UndecodableEvent", "as_kind", "body_of", "check_token", "decode",
+           "default_key", "encode", "event_id", "group_id", "key_parts", "kind_of", "make_event", "node_id",
+           "short_hash", "subject", "subject_filter", "subject_of", "topology_markdown", "wire"]
 
 SCHEMA_VERSION = 1
 IMPORTED_PRODUCER = "archive-import"  # producer of history appended by `treegrpo archive import`
 SUBJECT_ROOT = "tg"
 
 # oneof field name -> kind (subject suffix)
-KINDS: dict[str, str] = {
-    "run_started": "run.started",
-    "run_completed": "run.completed",
-    "round_started": "round.started",
-    "round_completed": "round.completed",
-    "node_sampled": "node.sampled",
-    "node_executed": "node.executed",
-    "node_graded": "node.graded",
-    "group_scored": "group.scored",
-    "learner_stepped": "learner.step",
-    "policy_published": "policy.published",
-    "policy_loaded": "policy.loaded",
-    "dead_lettered": "dead.lettered",
-    "run_ended": "run.ended",
-    "run_resumed": "run.resumed",
-}
+KINDS: dict[str, Kind] = {k.field: k for k in Kind}
 _BODY_TYPES = {name: pb.Event.DESCRIPTOR.fields_by_name[name].message_type.name for name in KINDS}
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -53,7 +45,7 @@ def check_token(value: str, what: str) -> str:
     return value
 
 
-def kind_of(event: pb.Event) -> str:
+def kind_of(event: pb.Event) -> Kind:
     field = event.WhichOneof("body")
     if field is None:
         raise UndecodableEvent("event has no body")
@@ -75,20 +67,25 @@ def key_parts(key: str | tuple | None) -> str:
     return ".".join(check_token(str(p), "key part") for p in parts)
 
 
-def subject(run_id: str, kind: str, key: str | tuple | None = None) -> str:
+def subject(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> str:
+    """The exact subject of one fact; ValueError for a kind that is not a `Kind`."""
+    kind = wire(kind)
     suffix = key_parts(key)
     base = f"{SUBJECT_ROOT}.{check_token(run_id, 'run id')}.{kind}"
     return f"{base}.{suffix}" if suffix else base
 
 
-def subject_filter(kind: str, run_id: str = "*") -> str:
-    """A consumer filter for every event of one kind (all keys), in one run or all runs."""
-    if kind in ("run.started", "run.completed"):
+def subject_filter(kind: Kind | str, run_id: str = "*") -> str:
+    """A consumer filter for every event of one kind (all keys), in one run or all runs;
+    ValueError for a kind that is not a `Kind` (a filter nothing matches would idle silently)."""
+    kind = wire(kind)
+    if kind in KEYLESS:
         return f"{SUBJECT_ROOT}.{run_id}.{kind}"
     return f"{SUBJECT_ROOT}.{run_id}.{kind}.>"
 
 
-def event_id(run_id: str, kind: str, key: str | tuple | None = None) -> str:
+def event_id(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> str:
+    kind = wire(kind)
     suffix = key_parts(key)
     return f"{run_id}.{kind}.{suffix}" if suffix else f"{run_id}.{kind}"
 
@@ -131,7 +128,7 @@ def make_event(run_id: str, producer: str, body, key: str | tuple | None = None,
 
 
 def subject_of(event: pb.Event) -> str:
-    kind = kind_of(event)
+    kind = wire(kind_of(event))
     prefix = f"{event.envelope.run_id}.{kind}"
     suffix = event.envelope.event_id[len(prefix) + 1:] if event.envelope.event_id != prefix else ""
     return f"{SUBJECT_ROOT}.{prefix}.{suffix}" if suffix else f"{SUBJECT_ROOT}.{prefix}"

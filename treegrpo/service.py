@@ -6,7 +6,7 @@ maps each kind to an `async def on_<kind>(event, delivery)` method through `hand
     class Grader(Service):
         name = "grader"
         def handlers(self):
-            return {"node.executed": self.on_node_executed}
+            return {Kind.NODE_EXECUTED: self.on_node_executed}  # the kinds TOPOLOGY routes to it
 
 `serve(service)` runs it under SIGTERM/SIGINT: stop fetching, let in-flight handlers finish,
 drain the NATS connection within `nats.drain_timeout_s`.

@@ -18,6 +18,7 @@ from nats.js import api
 from treegrpo import events as ev
 from treegrpo.bus import STREAM, Bus
 from treegrpo.embedded import EmbeddedNats
+from treegrpo.events import Kind
 from treegrpo.telemetry import read_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,16 +86,19 @@ async def _fold(url: str, run_id: str) -> RunLog:
     bus = await Bus.connect(url, "test/reader", 10)
     async for _, e in bus.replay(run_id):
         kind = ev.kind_of(e)
+        who = e.envelope.producer.split("/")[0]  # "sampler/<host>-<pid>" -> "sampler"
+        assert who in ev.TOPOLOGY[kind].producers or who == ev.IMPORTED_PRODUCER, \
+            f"{who} published {kind}: not in the topology table"
         out.counts[kind] += 1
         b = ev.body_of(e)
-        if kind == "node.sampled":
+        if kind == Kind.NODE_SAMPLED:
             out.node_ids.append(b.node_id)
-        elif kind == "group.scored":
+        elif kind == Kind.GROUP_SCORED:
             out.groups_scored.append(b.sibling_group)
-        elif kind == "learner.step":
+        elif kind == Kind.LEARNER_STEPPED:
             out.groups_trained += list(b.sibling_groups)
             out.steps.append(b)
-        elif kind == "node.graded":
+        elif kind == Kind.NODE_GRADED:
             out.graded_status[b.status] += 1
     await _count_traced(bus, run_id, out.traced)
     await bus.close(2)

@@ -16,6 +16,7 @@ from tests.e2e._harness import prepare_home, run_ids, start_run
 from treegrpo import events as ev
 from treegrpo.bus import Bus
 from treegrpo.embedded import EmbeddedNats
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SCRIPT = "import time\ntime.sleep(4)\nprint('slept')\n"
@@ -25,12 +26,13 @@ def measure(home, run_id, staleness: int):
     async def fold():
         starts, ends, steps = {}, {}, []
         bus = await Bus.connect(server.url, "test/overlap", 10)
-        async for _, e in bus.replay(run_id, ["round.started", "round.completed", "learner.step"]):
+        async for _, e in bus.replay(run_id, [Kind.ROUND_STARTED, Kind.ROUND_COMPLETED,
+                                                 Kind.LEARNER_STEPPED]):
             b = ev.body_of(e)
             kind = ev.kind_of(e)
-            if kind == "round.started":
+            if kind == Kind.ROUND_STARTED:
                 starts[b.round] = e.envelope.time
-            elif kind == "round.completed":
+            elif kind == Kind.ROUND_COMPLETED:
                 ends[b.round] = e.envelope.time
             else:  # training time proper: the step's total less the wait for its batch (`gen`)
                 steps.append(b.total_s - b.phases_s.gen)

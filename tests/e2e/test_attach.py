@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids
 from treegrpo.embedded import EmbeddedNats
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -58,9 +59,9 @@ def test_attached_run_drives_services_someone_else_started_to_completion(tmp_pat
         assert not (run_dir / "logs").exists()  # the runner started no service of its own
         log = read_log(home, run_id, url=server.url)
         tasks, rounds, e, g = 1, 2, 3, 2
-        assert log.counts["run.started"] == 1
-        assert log.counts["node.sampled"] == len(set(log.node_ids)) == tasks * rounds * e * g
-        assert log.counts["node.graded"] == tasks * rounds * e * g
+        assert log.counts[Kind.RUN_STARTED] == 1
+        assert log.counts[Kind.NODE_SAMPLED] == len(set(log.node_ids)) == tasks * rounds * e * g
+        assert log.counts[Kind.NODE_GRADED] == tasks * rounds * e * g
         assert len(log.steps) == rounds and len(set(log.groups_trained)) == len(log.groups_trained)
         assert len(export_records(run_dir / "export")) == tasks * rounds * e * g
         assert (run_dir / "report" / "report.md").exists()

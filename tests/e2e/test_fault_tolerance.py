@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.e2e._harness import export_records, prepare_home, read_log, run_ids, start_run
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -57,8 +58,8 @@ def test_run_completes_exactly_once_under_random_sigkills_of_services_and_nats(t
     (run_id,) = run_ids(home)
     log = read_log(home, run_id)
     n = tasks * rounds * e * g
-    assert log.counts["node.sampled"] == n and len(set(log.node_ids)) == n
-    assert log.counts["node.executed"] == n and log.counts["node.graded"] == n
+    assert log.counts[Kind.NODE_SAMPLED] == n and len(set(log.node_ids)) == n
+    assert log.counts[Kind.NODE_EXECUTED] == n and log.counts[Kind.NODE_GRADED] == n
     assert len(log.groups_scored) == len(set(log.groups_scored)) == tasks * rounds * e
     assert len(log.groups_trained) == len(set(log.groups_trained))  # trained at most once
     records = export_records(home / "runs" / run_id / "export")

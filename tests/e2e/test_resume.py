@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids, start_run
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -39,8 +40,8 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     log = read_log(home, run_id)
     n = 1 * 3 * 3 * 2
-    assert log.counts["node.sampled"] == n and len(set(log.node_ids)) == n
+    assert log.counts[Kind.NODE_SAMPLED] == n and len(set(log.node_ids)) == n
     assert len(log.groups_scored) == len(set(log.groups_scored)) == 9
     assert len(log.groups_trained) == len(set(log.groups_trained))
-    assert log.counts["run.started"] == 1
+    assert log.counts[Kind.RUN_STARTED] == 1
     assert len(export_records(home / "runs" / run_id / "export")) == n

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.e2e._harness import export_records, journey, load_spans, prepare_home, read_log, run_ids, start_run
+from treegrpo.events import Kind
 
 
 @pytest.mark.timeout(600)
@@ -19,12 +20,12 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     (run_id,) = run_ids(home)
     log = read_log(home, run_id)
     tasks, rounds, e, g = 1, 2, 3, 2
-    assert log.counts["node.sampled"] == tasks * rounds * e * g
+    assert log.counts[Kind.NODE_SAMPLED] == tasks * rounds * e * g
     assert len(set(log.node_ids)) == len(log.node_ids)
-    assert log.counts["node.executed"] == log.counts["node.graded"] == tasks * rounds * e * g
+    assert log.counts[Kind.NODE_EXECUTED] == log.counts[Kind.NODE_GRADED] == tasks * rounds * e * g
     assert sorted(set(log.groups_scored)) == sorted(log.groups_scored) and len(log.groups_scored) == tasks * rounds * e
     assert len(log.steps) == rounds and len(set(log.groups_trained)) == len(log.groups_trained)
-    assert log.counts["policy.loaded"] >= rounds - 1  # sync: round r waited for version r-1
+    assert log.counts[Kind.POLICY_LOADED] >= rounds - 1  # sync: round r waited for version r-1
     run_dir = home / "runs" / run_id
     records = export_records(run_dir / "export")
     assert len(records) == tasks * rounds * e * g and len({r["id"] for r in records}) == len(records)
@@ -39,12 +40,13 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
 
     # every event of every kind carries trace context, those published outside any span included
     assert log.traced == log.counts, f"events without a traceparent: {log.counts - log.traced}"
-    assert {"run.started", "policy.loaded", "learner.step", "run.completed"} <= set(log.counts)
+    assert {Kind.RUN_STARTED, Kind.POLICY_LOADED, Kind.LEARNER_STEPPED, Kind.RUN_COMPLETED} <= set(log.counts)
 
     # one node's journey sampler -> executor -> grader -> learner is one trace, in OTLP/JSON files
     spans = load_spans(run_dir)
     assert {p.stem for p in (run_dir / "traces").glob("*.jsonl")} >= {"sampler", "executor", "grader", "learner"}
-    learner_spans = [s for s in spans.values() if s["service"] == "learner" and s["name"].endswith("group.scored")]
+    learner_spans = [s for s in spans.values()
+                     if s["service"] == "learner" and s["name"].endswith(Kind.GROUP_SCORED)]
     assert learner_spans, "the learner recorded no span for a group.scored it consumed"
     chain = journey(spans, learner_spans[0])
     assert [s["service"] for s in chain] == ["learner", "grader", "executor", "sampler"], [s["name"] for s in chain]

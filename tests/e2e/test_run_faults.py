@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.e2e._harness import ROOT, env_for, read_log, run_ids
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -29,4 +30,4 @@ def test_a_missing_model_stops_the_run_at_once_with_the_reason_on_screen(tmp_pat
     starts = (home / "runs" / run_id / "logs" / "sampler.log").read_text().count("==== start")
     assert starts == 1  # never restarted
     log = read_log(home, run_id)
-    assert log.counts["run.ended"] == 1 and log.counts["node.sampled"] == 0
+    assert log.counts[Kind.RUN_ENDED] == 1 and log.counts[Kind.NODE_SAMPLED] == 0

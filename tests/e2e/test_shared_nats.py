@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids, start_run
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (treegrpo/configs/run-small.toml, one round)
@@ -46,7 +47,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
             time.sleep(1.0)
         stopped.send_signal(signal.SIGINT)
         assert stopped.wait(120) == 130
-        sampled_a = read_log(home, a, url).counts["node.sampled"]
+        sampled_a = read_log(home, a, url).counts[Kind.NODE_SAMPLED]
 
         both = [start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / f"{n}.log") for n in "bc"]
         codes = [p.wait(900) for p in both]
@@ -57,15 +58,15 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
         assert len(others) == 2
         for run in others:
             log = read_log(home, run, url)
-            assert log.counts["node.sampled"] == N == len(set(log.node_ids))
+            assert log.counts[Kind.NODE_SAMPLED] == N == len(set(log.node_ids))
             assert len(log.groups_scored) == len(set(log.groups_scored)) == 3
             assert sorted(log.groups_trained) == sorted(log.groups_scored)  # each once
-            assert log.counts["run.ended"] == 1 and log.counts["run.completed"] == 1
+            assert log.counts[Kind.RUN_ENDED] == 1 and log.counts[Kind.RUN_COMPLETED] == 1
             exported = [r["id"] for r in export_records(home / "runs" / run / "export")]
             assert sorted(exported) == sorted(log.node_ids)  # its own nodes, all of them, nothing else
         after = read_log(home, a, url)
-        assert after.counts["node.sampled"] == sampled_a  # the stopped run was not picked up again
-        assert after.counts["run.ended"] == 1 and after.counts["run.completed"] == 0
+        assert after.counts[Kind.NODE_SAMPLED] == sampled_a  # the stopped run was not picked up again
+        assert after.counts[Kind.RUN_ENDED] == 1 and after.counts[Kind.RUN_COMPLETED] == 0
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)

@@ -26,6 +26,7 @@ from tests.integration.test_sampler_vllm_helpers import (
 )
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
+from treegrpo.events import Kind
 from treegrpo.services.sampler import SamplerConfig
 from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
@@ -76,19 +77,20 @@ async def test_vllm_sampler_on_cuda_serves_the_pulled_version_from_the_next_roun
         async with grading(bus):
             await begin(bus, run_id="gpu1", tasks=["spooky-mini"], rounds=2, train=True, max_staleness=0,
                         tree={"expansions": 2, "group_size": 4, "drafts": 2})
-            await wait_for(bus, "gpu1", "round.completed", ("spooky-mini", "1"), timeout=300)
+            await wait_for(bus, "gpu1", Kind.ROUND_COMPLETED, ("spooky-mini", "1"), timeout=300)
             await publish(bus, "gpu1", 1, adapter)
-            await wait_for(bus, "gpu1", "run.completed", timeout=120)
+            await wait_for(bus, "gpu1", Kind.RUN_COMPLETED, timeout=120)
     finally:
         await svc.stop()
         await runner
         await svc.close()
-    assert (await bus.last_event("gpu1", "policy.loaded", ("1", "s1"))) is not None
-    first = (await bus.last_event("gpu1", "node.sampled", events.node_id("gpu1", "spooky-mini", 1, 0, 0))).node_sampled
+    assert (await bus.last_event("gpu1", Kind.POLICY_LOADED, ("1", "s1"))) is not None
+    first_id = events.node_id("gpu1", "spooky-mini", 1, 0, 0)
+    first = (await bus.last_event("gpu1", Kind.NODE_SAMPLED, first_id)).node_sampled
     assert first.policy_version == 0 and share(first, TOKEN) < 0.2
     for step in range(2):
         for i in range(4):
-            node = (await bus.last_event("gpu1", "node.sampled",
+            node = (await bus.last_event("gpu1", Kind.NODE_SAMPLED,
                                          events.node_id("gpu1", "spooky-mini", 2, step, i))).node_sampled
             assert node.policy_version == 1 and share(node, TOKEN) > 0.9, (step, i)
     ref = reference_logprobs(model, adapter, list(node.prompt_token_ids), list(node.response_token_ids))

@@ -12,6 +12,7 @@ from tests.archive_gen import generate
 from treegrpo import events as ev
 from treegrpo.archive import ArchiveInvariantError, export_runs, import_root
 from treegrpo.bus import STREAM
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)
@@ -70,7 +71,7 @@ async def test_partial_groups_keep_their_recorded_rewards(bus, tmp_path):
     src = tmp_path / "seed"
     generate(src, "small")
     await import_root(bus, src)
-    groups = [e.group_scored async for _, e in bus.replay("s25_partial", kinds=["group.scored"])]
+    groups = [e.group_scored async for _, e in bus.replay("s25_partial", kinds=[Kind.GROUP_SCORED])]
     partial = [g for g in groups if g.partial]
     assert len(partial) == 1 and len(partial[0].members) == 2  # 6 nodes = one full group of 4 + 2
     node_file = next((src / "s25_partial" / "round_2").glob("*[0-9].jsonl"))

@@ -10,6 +10,7 @@ import pytest
 
 from treegrpo import events as ev
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError, TransientError
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,7 +39,7 @@ async def consume_until(bus, durable, kinds, n, handler=None, timeout=15, opts=N
 
 async def test_published_events_are_consumed_in_order_and_acked(bus):
     await bus.publish_many([sampled("r1", i) for i in range(50)])
-    seen, _ = await consume_until(bus, "c1", ["node.sampled"], 50)
+    seen, _ = await consume_until(bus, "c1", [Kind.NODE_SAMPLED], 50)
     assert [e.node_sampled.node_id for e in seen] == [f"n{i:04d}" for i in range(50)]
     info = await bus.js.consumer_info("TREEGRPO", "c1")
     await asyncio.sleep(0.2)
@@ -64,7 +65,7 @@ async def test_unacked_message_is_redelivered_after_consumer_dies(bus):
         started.set()
         await asyncio.sleep(3600)  # the "process" dies before acking
 
-    c = Consumer(bus, "worker", [ev.subject_filter("node.sampled")], hang, opts)
+    c = Consumer(bus, "worker", [ev.subject_filter(Kind.NODE_SAMPLED)], hang, opts)
     task = asyncio.create_task(c.run(stop))
     await asyncio.wait_for(started.wait(), 10)
     task.cancel()
@@ -72,7 +73,7 @@ async def test_unacked_message_is_redelivered_after_consumer_dies(bus):
         t.cancel()
     await asyncio.sleep(0)
     deliveries = []
-    seen, _ = await consume_until(bus, "worker", ["node.sampled"], 1,
+    seen, _ = await consume_until(bus, "worker", [Kind.NODE_SAMPLED], 1,
                                   handler=lambda e, d: _record(deliveries, d), opts=opts)
     assert seen[0].node_sampled.node_id == "n0007"
     assert deliveries[0].num_delivered >= 2
@@ -85,7 +86,7 @@ async def _record(store, delivery):
 async def test_garbage_payload_goes_to_dead_letter_with_reason(bus):
     await bus.publish_raw("tg.r1.node.sampled.garbage", b"\xff\x00 not a protobuf \x13\x37")
     await bus.publish(sampled("r1", 2))
-    seen, consumer = await consume_until(bus, "c2", ["node.sampled"], 1)
+    seen, consumer = await consume_until(bus, "c2", [Kind.NODE_SAMPLED], 1)
     assert consumer.dead_lettered == 1
     sub = await bus.js.pull_subscribe("tgdlq.>", durable=None, stream="TREEGRPO_DLQ")
     msgs = await sub.fetch(1, timeout=5)
@@ -106,7 +107,7 @@ async def test_transient_errors_are_retried_and_permanent_ones_dead_lettered(bus
         if nid == "n0002":
             raise PermanentError("cannot ever work")
 
-    seen, consumer = await consume_until(bus, "c3", ["node.sampled"], 1, handler=flaky)
+    seen, consumer = await consume_until(bus, "c3", [Kind.NODE_SAMPLED], 1, handler=flaky)
     await asyncio.sleep(0.3)
     assert attempts["n0001"] == 3 and attempts["n0002"] == 1
     assert consumer.dead_lettered == 1
@@ -132,7 +133,7 @@ async def test_consumer_survives_server_restart_without_losing_events(nats_serve
         if len(got) == 30:
             stop.set()
 
-    c = Consumer(bus, "restarter", [ev.subject_filter("node.sampled")], on)
+    c = Consumer(bus, "restarter", [ev.subject_filter(Kind.NODE_SAMPLED)], on)
     task = asyncio.create_task(c.run(stop))
     for _ in range(100):
         if len(got) >= 10:
@@ -157,9 +158,9 @@ async def test_replay_returns_a_runs_events_in_order_and_last_event_finds_by_key
     items = [e async for _, e in bus.replay("r1")]
     assert [e.node_sampled.node_id for e in items] == [f"n{i:04d}" for i in range(5)]
     assert [e async for _, e in bus.replay("r3")] == []
-    found = await bus.last_event("r2", "node.sampled", "n0009")
+    found = await bus.last_event("r2", Kind.NODE_SAMPLED, "n0009")
     assert found is not None and found.node_sampled.code == "print(9)"
-    assert await bus.last_event("r2", "node.sampled", "nope") is None
+    assert await bus.last_event("r2", Kind.NODE_SAMPLED, "nope") is None
 
 
 async def test_unreachable_nats_fails_fast_with_a_clear_message():
@@ -174,6 +175,6 @@ async def test_a_body_on_another_kinds_subject_is_dead_lettered_and_skipped_by_r
     forged = ev.make_event("r1", "executor", pb.NodeGraded(node_id="n1", status="ok"))
     await bus.publish_raw("tg.r1.node.executed.n1", ev.encode(forged))  # allowed subject, forged body
     await bus.publish(ev.make_event("r1", "executor", pb.NodeExecuted(node_id="n2", status="ok")))
-    seen, consumer = await consume_until(bus, "c9", ["node.executed"], 1)
+    seen, consumer = await consume_until(bus, "c9", [Kind.NODE_EXECUTED], 1)
     assert [e.node_executed.node_id for e in seen] == ["n2"] and consumer.dead_lettered == 1
     assert [e.envelope.event_id async for _, e in bus.replay("r1")] == ["r1.node.executed.n2"]

@@ -14,6 +14,7 @@ import pytest
 
 from treegrpo import events as ev
 from treegrpo.bus import Bus
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 CLI = [sys.executable, "-m", "treegrpo.cli.__main__"]
@@ -85,4 +86,4 @@ async def test_tail_follows_a_run_live_and_stops_after_run_completed(nats_server
     await bus.close(2)
     text = out.decode()
     assert proc.returncode == 0, err.decode()
-    assert "node.sampled" in text and "a1 crashed KeyError" in text and "run.completed" in text
+    assert Kind.NODE_SAMPLED in text and "a1 crashed KeyError" in text and Kind.RUN_COMPLETED in text

@@ -28,6 +28,7 @@ from treegrpo import events as ev
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError
 from treegrpo.bus._client import ADAPTERS, STREAM, SUBMISSIONS
 from treegrpo.embedded import find_binary, free_port
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)
@@ -104,8 +105,8 @@ def produced(user: str) -> list[pb.Event]:
     return [ev.make_event(RUN, f"{user}/test", b) for b in bodies]
 
 
-CONSUMES = {"sampler": ["run.started", "node.graded"], "executor": ["node.sampled"],
-            "grader": ["node.executed"], "learner": ["group.scored", "policy.loaded"]}
+CONSUMES = {"sampler": [Kind.RUN_STARTED, Kind.NODE_GRADED], "executor": [Kind.NODE_SAMPLED],
+            "grader": [Kind.NODE_EXECUTED], "learner": [Kind.GROUP_SCORED, Kind.POLICY_LOADED]}
 
 
 async def connect(server: SecuredNats, user: str) -> Bus:
@@ -178,11 +179,12 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
             await bus.ensure()  # the streams exist: info only
             for event in produced(user):
                 assert await bus.publish(event) > 0
-            expected = sum(1 for k in CONSUMES[user] for _ in range(1 if k in ("run.started", "policy.loaded") else 2))
+            expected = sum(1 for k in CONSUMES[user]
+                           for _ in range(1 if k in (Kind.RUN_STARTED, Kind.POLICY_LOADED) else 2))
             consumer = await consume_own(bus, user, expected)
             assert (consumer.processed, consumer.dead_lettered) == (expected - 1, 1)
-            assert await bus.last_event(RUN, "run.started") is not None
-            assert len([e async for e in bus.replay(RUN, kinds=["node.sampled"])]) >= 2
+            assert await bus.last_event(RUN, Kind.RUN_STARTED) is not None
+            assert len([e async for e in bus.replay(RUN, kinds=[Kind.NODE_SAMPLED])]) >= 2
         await buses["executor"].put_object(SUBMISSIONS, "r1/n1/submission.csv", b"id,label\n1,0.5\n")
         assert await buses["grader"].get_object(SUBMISSIONS, "r1/n1/submission.csv") == b"id,label\n1,0.5\n"
         adapter = secrets.token_bytes(3 << 20)  # several 1 MiB chunks
@@ -204,7 +206,7 @@ async def test_executor_cannot_write_adapters_swallow_the_graders_work_or_purge_
         await operator.ensure()
         await operator.publish(ev.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
         await operator.js.add_consumer(STREAM, durable_name="grader", name="grader",
-                                       filter_subject=ev.subject_filter("node.executed"))
+                                       filter_subject=ev.subject_filter(Kind.NODE_EXECUTED))
         js = executor.nc.jetstream(timeout=1.5)
 
         store = await js.object_store(ADAPTERS)

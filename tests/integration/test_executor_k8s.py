@@ -12,6 +12,7 @@ from tests.k8s_sim import K8sSim
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec
+from treegrpo.events import Kind
 from treegrpo.services.executor import ExecutorConfig, Job, Limits, parse_declaration
 from treegrpo.services.executor._k8s import K8sBackend
 from treegrpo.services.executor.service import ExecutorService
@@ -105,7 +106,7 @@ async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_ser
     task = asyncio.create_task(svc.run())
     try:
         for _ in range(300):
-            got = await bus.last_event("r1", "node.executed", "0123456789ab")
+            got = await bus.last_event("r1", Kind.NODE_EXECUTED, "0123456789ab")
             if got:
                 break
             await asyncio.sleep(0.1)

@@ -15,6 +15,7 @@ from nats.js.errors import NotFoundError
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec, load
+from treegrpo.events import Kind
 from treegrpo.services.executor.config import ExecutorConfig
 from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
@@ -54,7 +55,7 @@ def sampled(i: int, code: str) -> pb.Event:
 
 async def wait_executed(bus, node_id: str, timeout: float = 30) -> pb.NodeExecuted:
     for _ in range(int(timeout / 0.1)):
-        got = await bus.last_event(RUN, "node.executed", node_id)
+        got = await bus.last_event(RUN, Kind.NODE_EXECUTED, node_id)
         if got is not None:
             return got.node_executed
         await asyncio.sleep(0.1)
@@ -119,9 +120,9 @@ async def test_a_node_already_executed_is_not_run_again_on_redelivery(bus, nats_
                 break
     finally:
         await stop_service(svc, task)
-    got = await bus.last_event(RUN, "node.executed", node.node_sampled.node_id)
+    got = await bus.last_event(RUN, Kind.NODE_EXECUTED, node.node_sampled.node_id)
     assert got.envelope.producer == "executor/earlier" and got.node_executed.exc_type == "Earlier"
-    assert len([e async for _, e in bus.replay(RUN, kinds=["node.executed"])]) == 1
+    assert len([e async for _, e in bus.replay(RUN, kinds=[Kind.NODE_EXECUTED])]) == 1
 
 
 async def test_a_node_sampled_before_run_started_waits_for_it(bus, nats_server, tmp_path):
@@ -131,7 +132,7 @@ async def test_a_node_sampled_before_run_started_waits_for_it(bus, nats_server, 
     svc, task = await start_service(tmp_path, nats_server.url)
     try:
         await asyncio.sleep(1.0)
-        assert await bus.last_event(RUN, "node.executed", node.node_sampled.node_id) is None
+        assert await bus.last_event(RUN, Kind.NODE_EXECUTED, node.node_sampled.node_id) is None
         await bus.publish(run_started(gate=False))
         got = await wait_executed(bus, node.node_sampled.node_id)
     finally:
@@ -148,7 +149,7 @@ async def test_executor_stopped_mid_node_leaves_it_to_the_next_executor(bus, nat
     assert svc.consumer_options().ack_wait_s == 3  # the unacked node comes back this soon
     await asyncio.sleep(1.5)  # the script is running now
     await stop_service(svc, task)
-    assert await bus.last_event(RUN, "node.executed", node.node_sampled.node_id) is None
+    assert await bus.last_event(RUN, Kind.NODE_EXECUTED, node.node_sampled.node_id) is None
     svc, task = await start_service(tmp_path, nats_server.url)
     try:
         got = await wait_executed(bus, node.node_sampled.node_id, timeout=60)

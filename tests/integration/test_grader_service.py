@@ -13,6 +13,7 @@ import pytest
 from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import NatsSettings, TelemetrySettings
+from treegrpo.events import Kind
 from treegrpo.services.grader.config import GraderConfig
 from treegrpo.services.grader.rewards import sigmoid
 from treegrpo.services.grader.service import GraderService
@@ -101,10 +102,10 @@ async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bu
     service = make_service(nats_server, tasks_home)
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(service, runner)
-    graded = [(await bus.last_event(RUN, "node.graded", ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
+    graded = [(await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
               for i in range(G)]
     assert [g.status for g in graded] == ["ok", "ok", "invalid_submission", "crashed"]
     task = ensure_builtin_tasks(tasks_home, tasks=[TASK])[TASK]
@@ -119,7 +120,7 @@ async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bu
     assert rewards[0] == pytest.approx(sigmoid((graded[0].oriented - mean) / 0.5))
     assert 0.5 < rewards[0] < 1 and 0 < rewards[1] < 0.5
     assert rewards[2:] == [-0.5, -0.5]
-    assert await count(bus, "group.scored") == 1 and await count(bus, "node.graded") == G
+    assert await count(bus, Kind.GROUP_SCORED) == 1 and await count(bus, Kind.NODE_GRADED) == G
 
 
 async def test_grader_restarted_mid_group_scores_the_group_exactly_once(bus, nats_server, tasks_home):
@@ -128,22 +129,22 @@ async def test_grader_restarted_mid_group_scores_the_group_exactly_once(bus, nat
     runner = await start(first)
     await bus.publish_many([executed(i, "ok", keys[i]) for i in (2, 0, 3)])
     for i in (2, 0, 3):
-        await wait_for(bus, "node.graded", ev.node_id(RUN, TASK, ROUND, STEP, i))
+        await wait_for(bus, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))
     await halt(first, runner)  # the grader goes away with the group incomplete
-    assert await bus.last_event(RUN, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP)) is None
+    assert await bus.last_event(RUN, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP)) is None
 
     second = make_service(nats_server, tasks_home)  # a fresh process: nothing in memory
     runner = await start(second)
     try:
         await bus.publish(executed(1, "ok", keys[1]))
         await bus.publish(executed(3, "ok", keys[3]))  # a duplicate delivery of a graded node is harmless
-        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
         await asyncio.sleep(0.5)
     finally:
         await halt(second, runner)
     assert second.graded == 1  # only the new sibling was graded; the others came from the log
     assert len(scored.members) == G and all(m.status == "ok" for m in scored.members)
-    assert await count(bus, "group.scored") == 1
+    assert await count(bus, Kind.GROUP_SCORED) == 1
 
 
 async def test_redelivered_last_sibling_after_crash_before_scoring_still_scores(bus, nats_server, tasks_home):
@@ -159,7 +160,7 @@ async def test_redelivered_last_sibling_after_crash_before_scoring_still_scores(
     runner = await start(second)
     try:
         await bus.publish(executed(G - 1, "ok", keys[G - 1]))
-        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(second, runner)
     assert second.graded == 0 and [m.reward for m in scored.members] == [0.5] * G
@@ -172,10 +173,10 @@ async def test_oversized_and_missing_submissions_are_invalid_without_download(bu
     service = make_service(nats_server, tasks_home, max_submission_bytes=4096)
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(service, runner)
-    graded = [(await bus.last_event(RUN, "node.graded", m.node_id)).node_graded for m in scored.members]
+    graded = [(await bus.last_event(RUN, Kind.NODE_GRADED, m.node_id)).node_graded for m in scored.members]
     assert [g.status for g in graded] == ["invalid_submission"] * 3 + ["timeout"]
     assert "over the 4.0 KiB limit" in graded[0].grade_error
     assert "missing" in graded[1].grade_error and "no submission" in graded[2].grade_error
@@ -192,7 +193,7 @@ async def test_malformed_executed_fact_is_dead_lettered_and_grading_goes_on(bus,
     service = make_service(nats_server, tasks_home)
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, "group.scored", ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(service, runner)
     assert [m.status for m in scored.members] == ["no_code"] * G

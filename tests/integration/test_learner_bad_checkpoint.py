@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
+from treegrpo.events import Kind
 from treegrpo.service import EXIT_PERMANENT
 from treegrpo.services.learner import _checkpoint as ckpt
 from treegrpo.services.learner._model import save_tiny
@@ -115,6 +116,7 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
     log = (tmp_path / "nf.log").read_text()
     assert code == EXIT_PERMANENT, log[-3000:]
     assert "non-finite" in log and "nothing saved or published" in log
-    published = [e.policy_published.version async for _s, e in bus.replay("nf1", kinds=["policy.published"])]
+    published = [e.policy_published.version
+                 async for _s, e in bus.replay("nf1", kinds=[Kind.POLICY_PUBLISHED])]
     assert [s.step for s in await learner_steps(bus, "nf1")] == published == [1]
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("step_*")) == ["step_000001"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
+from treegrpo.events import Kind
 from treegrpo.services.learner._model import save_tiny
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
@@ -70,5 +71,6 @@ async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_onc
     assert "learner for run rk1 at version" in resumed
     version = int(resumed.split("learner for run rk1 at version ")[1].split()[0])
     assert 2 <= version <= killed_at + 1  # resumed from durable state, not from scratch
-    versions = sorted([e.policy_published.version async for _s, e in bus.replay("rk1", kinds=["policy.published"])])
+    versions = sorted([e.policy_published.version
+                       async for _s, e in bus.replay("rk1", kinds=[Kind.POLICY_PUBLISHED])])
     assert versions == list(range(1, 7))

@@ -11,6 +11,7 @@ import pytest
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
 from treegrpo.bus import ADAPTERS
 from treegrpo.config import NatsSettings, TelemetrySettings
+from treegrpo.events import Kind
 from treegrpo.services.learner.config import LearnerConfig
 from treegrpo.services.learner.service import LearnerService
 
@@ -105,11 +106,11 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
     for name in ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint"):
         assert phases.HasField(name), name
     assert step.metrics["push_confirmed"] == 1.0
-    published = (await bus.last_event("rs1", "policy.published", "1")).policy_published
+    published = (await bus.last_event("rs1", Kind.POLICY_PUBLISHED, "1")).policy_published
     data = await bus.get_object(ADAPTERS, "rs1/v1.tar")
     assert published.adapter_key == "rs1/v1.tar" and hashlib.sha256(data).hexdigest() == published.sha256
     assert published.bytes == len(data)
-    loaded = (await bus.last_event("rs1", "policy.loaded", ("1", "s0"))).policy_loaded
+    loaded = (await bus.last_event("rs1", Kind.POLICY_LOADED, ("1", "s0"))).policy_loaded
     assert loaded.sha256 == published.sha256
     assert backend.version == 1
     assert (tmp_path / "ckpt" / "LATEST").read_text() == "step_000001"

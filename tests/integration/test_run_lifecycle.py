@@ -11,6 +11,7 @@ import pytest
 from tests.integration.test_sampler_service import config, public, stop, tiny  # noqa: F401 (fixtures)
 from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
+from treegrpo.events import Kind
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
 from treegrpo.services.sampler.service import SamplerService
 
@@ -27,7 +28,7 @@ async def test_an_existing_run_id_is_refused_not_joined(bus):
     await claim_run(bus, RunSpec(run_id="dup", tasks=["spooky-mini"], rounds=1))
     with pytest.raises(ConfigError, match="already exists"):
         await claim_run(bus, RunSpec(run_id="dup", tasks=["cactus-mini"], rounds=5))
-    started = [e async for _s, e in bus.replay("dup", kinds=["run.started"])]
+    started = [e async for _s, e in bus.replay("dup", kinds=[Kind.RUN_STARTED])]
     assert len(started) == 1 and list(started[0].run_started.tasks) == ["spooky-mini"]
 
 
@@ -44,8 +45,8 @@ async def test_each_attempt_ends_on_the_log_and_a_resume_reopens_the_run(bus):
     ends = await bus.run_ends("life")
     assert ends.completed and not ends.open
     kinds = [(events.kind_of(e), getattr(events.body_of(e), "outcome", "")) async for _s, e in bus.replay("life")]
-    assert kinds == [("run.started", ""), ("run.ended", "stopped"), ("run.resumed", ""),
-                     ("run.completed", "completed"), ("run.ended", "completed")]
+    assert kinds == [(Kind.RUN_STARTED, ""), (Kind.RUN_ENDED, "stopped"), (Kind.RUN_RESUMED, ""),
+                     (Kind.RUN_COMPLETED, "completed"), (Kind.RUN_ENDED, "completed")]
 
 
 async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
@@ -58,10 +59,10 @@ async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(bus, nat
     try:
         assert "open" in svc.runs and "ended" not in svc.runs
         await asyncio.sleep(3.0)
-        assert [e async for _s, e in bus.replay("ended", kinds=["node.sampled"])] == []
+        assert [e async for _s, e in bus.replay("ended", kinds=[Kind.NODE_SAMPLED])] == []
         await reopen_run(bus, "ended")  # `treegrpo run --resume ended`
         deadline = asyncio.get_running_loop().time() + 60
-        while not [e async for _s, e in bus.replay("ended", kinds=["node.sampled"])]:
+        while not [e async for _s, e in bus.replay("ended", kinds=[Kind.NODE_SAMPLED])]:
             assert asyncio.get_running_loop().time() < deadline, "the resumed run was not sampled"
             await asyncio.sleep(0.5)
     finally:
@@ -78,7 +79,8 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
         await asyncio.sleep(0.2)
         info = await bus.js.consumer_info("TREEGRPO", "sampler-mine")
         assert sorted(info.config.filter_subjects) == sorted(
-            f"tg.mine.{k}" + ("" if k in ("run.started", "run.completed") else ".>") for k in svc.handlers())
+            f"tg.mine.{k}" + ("" if k in (Kind.RUN_STARTED, Kind.RUN_COMPLETED) else ".>")
+            for k in svc.handlers())
     finally:
         await stop(svc, task)
 
@@ -148,6 +150,6 @@ async def test_a_sampler_serving_every_run_gives_the_runs_turns(bus, nats_server
         await stop(svc, task)
     order = []
     for run in ("fa", "fb"):
-        order += [(seq, run) async for seq, _e in bus.replay(run, kinds=["node.sampled"])]
+        order += [(seq, run) async for seq, _e in bus.replay(run, kinds=[Kind.NODE_SAMPLED])]
     runs = [run for _seq, run in sorted(order)]
     assert runs in (["fa", "fb", "fa", "fb"], ["fb", "fa", "fb", "fa"]), runs

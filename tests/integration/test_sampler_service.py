@@ -20,6 +20,7 @@ from treegrpo import events
 from treegrpo.archive import export_runs
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
+from treegrpo.events import Kind
 from treegrpo.models import build_model
 from treegrpo.services.sampler import SamplerConfig
 from treegrpo.services.sampler.service import SamplerService
@@ -113,7 +114,7 @@ async def grading(bus):
             await bus.publish(events.make_event(run, "grader/test", body))
 
     stop_ev = asyncio.Event()
-    consumer = Consumer(bus, "test-grader", [events.subject_filter("node.sampled")], on)
+    consumer = Consumer(bus, "test-grader", [events.subject_filter(Kind.NODE_SAMPLED)], on)
     task = asyncio.create_task(consumer.run(stop_ev))
     try:
         yield
@@ -150,7 +151,7 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
         async with grading(bus):
             spec = await begin(bus, run_id="run1", tasks=["spooky-mini"], rounds=2, train=False,
                                tree={"expansions": 3, "group_size": 4, "drafts": 2})
-            done = await wait_for(bus, "run1", "run.completed")
+            done = await wait_for(bus, "run1", Kind.RUN_COMPLETED)
     finally:
         await stop(svc, task)
     assert done.run_completed.outcome == "completed"
@@ -160,9 +161,9 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
     assert set(counts) == expected_ids(spec) and set(counts.values()) == {1}
     await export_runs(bus, ["run1"], tmp_path / "export")  # round summaries are a projection of node events
     for r in (1, 2):
-        fact = (await bus.last_event("run1", "round.completed", ("spooky-mini", str(r)))).round_completed
+        fact = (await bus.last_event("run1", Kind.ROUND_COMPLETED, ("spooky-mini", str(r)))).round_completed
         assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (0, False, "")  # no copies
-        started = (await bus.last_event("run1", "round.started", ("spooky-mini", str(r)))).round_started
+        started = (await bus.last_event("run1", Kind.ROUND_STARTED, ("spooky-mini", str(r)))).round_started
         rdir = tmp_path / "export" / "run1" / f"round_{r}"
         summary = json.loads((rdir / f"spooky-mini__summary_{fact.completed_unix}.json").read_text())
         assert (summary["nodes"], summary["valid"], summary["expansions"]) == (12, 6, 3)  # indices 0, 3 a group
@@ -171,11 +172,11 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
         assert summary["gen_exec_seconds"] == pytest.approx(18.0) and summary["gen_llm_seconds"] > 0
         assert summary["rollout_file"] == f"round_{r}/spooky-mini__{started.started_unix}.jsonl"
         assert (rdir / f"spooky-mini__{started.started_unix}.jsonl").exists()
-    child = (await bus.last_event("run1", "node.sampled", events.node_id("run1", "spooky-mini", 1, 2, 1))).node_sampled
+    child = (await bus.last_event("run1", Kind.NODE_SAMPLED, events.node_id("run1", "spooky-mini", 1, 2, 1))).node_sampled
     assert child.mode in ("debug", "improve") and child.HasField("parent_id") and child.policy_version == 0
     assert len(child.response_token_ids) == len(child.response_logprobs) > 0 and child.prompt_token_ids
     assert [m.role for m in child.prompt_messages] == ["system", "user"]
-    parent_code = (await bus.last_event("run1", "node.sampled", child.parent_id)).node_sampled.code
+    parent_code = (await bus.last_event("run1", Kind.NODE_SAMPLED, child.parent_id)).node_sampled.code
     assert "Previous" in child.prompt_messages[1].content
     if parent_code:
         assert parent_code in child.prompt_messages[1].content
@@ -188,18 +189,18 @@ async def test_sync_round_waits_for_the_trained_version_which_is_pulled_when_no_
         async with grading(bus):
             await begin(bus, run_id="sync1", tasks=["spooky-mini"], rounds=2, train=True, max_staleness=0,
                         tree={"expansions": 2, "group_size": 2, "drafts": 2})
-            await wait_for(bus, "sync1", "round.completed", ("spooky-mini", "1"))
+            await wait_for(bus, "sync1", Kind.ROUND_COMPLETED, ("spooky-mini", "1"))
             await asyncio.sleep(2.0)
-            assert await bus.last_event("sync1", "round.started", ("spooky-mini", "2")) is None
+            assert await bus.last_event("sync1", Kind.ROUND_STARTED, ("spooky-mini", "2")) is None
             await publish_version(bus, tiny, tmp_path, "sync1", 1)
-            started = await wait_for(bus, "sync1", "round.started", ("spooky-mini", "2"))
-            await wait_for(bus, "sync1", "run.completed")
+            started = await wait_for(bus, "sync1", Kind.ROUND_STARTED, ("spooky-mini", "2"))
+            await wait_for(bus, "sync1", Kind.RUN_COMPLETED)
     finally:
         await stop(svc, task)
     assert started.round_started.policy_version == 1
-    assert (await bus.last_event("sync1", "policy.loaded", ("1", "s1"))) is not None
+    assert (await bus.last_event("sync1", Kind.POLICY_LOADED, ("1", "s1"))) is not None
     node = events.node_id("sync1", "spooky-mini", 2, 0, 0)
-    assert (await bus.last_event("sync1", "node.sampled", node)).node_sampled.policy_version == 1
+    assert (await bus.last_event("sync1", Kind.NODE_SAMPLED, node)).node_sampled.policy_version == 1
 
 
 async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_duplicating_nodes(
@@ -213,11 +214,12 @@ async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_
             await asyncio.sleep(0.05)
         await kill(svc, task)
         before = await sampled_counts(bus, "crash1")
-        assert len(before) < 16 and await bus.last_event("crash1", "round.completed", ("spooky-mini", "1")) is None
+        assert len(before) < 16
+        assert await bus.last_event("crash1", Kind.ROUND_COMPLETED, ("spooky-mini", "1")) is None
         svc2, task2 = await start(cfg, "s2")
         try:
-            await wait_for(bus, "crash1", "round.completed", ("spooky-mini", "1"))
-            await wait_for(bus, "crash1", "run.completed")
+            await wait_for(bus, "crash1", Kind.ROUND_COMPLETED, ("spooky-mini", "1"))
+            await wait_for(bus, "crash1", Kind.RUN_COMPLETED)
         finally:
             await stop(svc2, task2)
     counts = await sampled_counts(bus, "crash1")
@@ -225,7 +227,7 @@ async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_
     [exported] = await export_runs(bus, ["crash1"], tmp_path / "export")
     summary = json.loads(next((tmp_path / "export" / "crash1" / "round_1").glob("*summary*")).read_text())
     assert summary["nodes"] == exported.nodes == 16
-    assert await bus.last_event("crash1", "round.started", ("spooky-mini", "1")) is not None
+    assert await bus.last_event("crash1", Kind.ROUND_STARTED, ("spooky-mini", "1")) is not None
 
 
 async def publish_version(bus, tiny, tmp_path, run: str, version: int) -> None:
@@ -255,13 +257,15 @@ async def test_with_staleness_one_the_next_round_starts_before_the_trained_versi
         async with grading(bus):
             await begin(bus, run_id="async1", tasks=["spooky-mini"], rounds=3, train=True, max_staleness=1,
                                tree={"expansions": 2, "group_size": 2, "drafts": 1})
-            await wait_for(bus, "async1", "round.completed", ("spooky-mini", "2"))
+            await wait_for(bus, "async1", Kind.ROUND_COMPLETED, ("spooky-mini", "2"))
             await asyncio.sleep(1.5)
-            assert await bus.last_event("async1", "round.started", ("spooky-mini", "3")) is None  # needs v1
+            # round 3 needs v1
+            assert await bus.last_event("async1", Kind.ROUND_STARTED, ("spooky-mini", "3")) is None
     finally:
         await stop(svc, task)
     seqs = {}
-    async for seq, ev in bus.replay("async1", ["round.started", "round.completed"]):
+    async for seq, ev in bus.replay("async1", [Kind.ROUND_STARTED, Kind.ROUND_COMPLETED]):
         seqs[(events.kind_of(ev), events.body_of(ev).round)] = seq
-    assert seqs[("round.started", 2)] < seqs[("round.completed", 1)]  # round 2 overlapped round 1
-    assert (await bus.last_event("async1", "round.started", ("spooky-mini", "2"))).round_started.policy_version == 0
+    assert seqs[(Kind.ROUND_STARTED, 2)] < seqs[(Kind.ROUND_COMPLETED, 1)]  # round 2 overlapped round 1
+    round2 = await bus.last_event("async1", Kind.ROUND_STARTED, ("spooky-mini", "2"))
+    assert round2.round_started.policy_version == 0

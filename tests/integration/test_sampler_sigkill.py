@@ -13,6 +13,7 @@ import pytest
 from test_sampler_service import begin, expected_ids, grading, public, sampled_counts, tiny, wait_for  # noqa: F401
 
 from treegrpo.archive import export_runs
+from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -42,7 +43,7 @@ async def test_sigkilled_sampler_process_restarts_and_finishes_the_round_exactly
             assert len(await sampled_counts(bus, "kill9")) < 16
             second = serve(tiny, public, nats_server.url, tmp_path, "second")
             try:
-                await wait_for(bus, "kill9", "round.completed", ("spooky-mini", "1"), timeout=150)
+                await wait_for(bus, "kill9", Kind.ROUND_COMPLETED, ("spooky-mini", "1"), timeout=150)
             finally:
                 second.send_signal(signal.SIGTERM)
                 second.wait(30)

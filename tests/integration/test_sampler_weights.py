@@ -11,6 +11,7 @@ import torch
 
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
+from treegrpo.events import Kind
 from treegrpo.models import build_model
 from treegrpo.services.sampler import (
     AdapterLoader,
@@ -80,7 +81,7 @@ async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(bus, t
     ack = await push_adapter(receiver.address, RUN, 1, data, chunk_bytes=4096)
     assert ack.accepted, ack.reason
     assert ack.version == 1 and ack.sha256 == hashlib.sha256(data).hexdigest()
-    loaded = await bus.last_event(RUN, "policy.loaded", ("1", "s1"))
+    loaded = await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))
     assert loaded is not None and loaded.policy_loaded.sha256 == ack.sha256
     assert receiver.loader.backend.version == 1
     again = await push_adapter(receiver.address, RUN, 1, data)  # a retried push is idempotent
@@ -106,7 +107,7 @@ async def test_corrupt_truncated_or_unannounced_pushes_are_refused_and_the_old_v
 
     other = adapter_tar(tiny, tmp_path, 3)  # self-consistent, but not what policy.published announced
     mismatch = await push_adapter(receiver.address, RUN, 2, other)
-    assert not mismatch.accepted and "policy.published" in mismatch.reason
+    assert not mismatch.accepted and Kind.POLICY_PUBLISHED in mismatch.reason
 
     unannounced = await push_adapter(receiver.address, RUN, 5, other)
     assert not unannounced.accepted and "no policy.published" in unannounced.reason
@@ -119,7 +120,7 @@ async def test_corrupt_truncated_or_unannounced_pushes_are_refused_and_the_old_v
     backend = receiver.loader.backend
     assert backend.version == 1 and corrupt.version == 1 and receiver.refusals == 5
     assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids
-    assert await bus.last_event(RUN, "policy.loaded", ("2", "s1")) is None
+    assert await bus.last_event(RUN, Kind.POLICY_LOADED, ("2", "s1")) is None
     ok = await push_adapter(receiver.address, RUN, 2, v2)
     assert ok.accepted and backend.version == 2
 
@@ -129,7 +130,7 @@ async def test_a_published_version_can_be_pulled_from_the_object_store(bus, tiny
     published = await announce(bus, 1, data)
     result = await receiver.loader.pull(RUN, published)
     assert result.accepted and receiver.loader.backend.version == 1
-    assert await bus.last_event(RUN, "policy.loaded", ("1", "s1")) is not None
+    assert await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1")) is not None
 
 
 async def _push_raw(address: str, version: int, data: bytes, sha: str, total: int):
@@ -159,5 +160,5 @@ async def test_an_adapter_with_non_finite_values_is_refused_and_the_last_good_on
     pulled = await receiver.loader.pull(RUN, await announce(bus, 2, nan))
     assert not pulled.accepted and "non-finite" in pulled.reason
     backend = receiver.loader.backend
-    assert backend.version == 1 and await bus.last_event(RUN, "policy.loaded", ("2", "s1")) is None
+    assert backend.version == 1 and await bus.last_event(RUN, Kind.POLICY_LOADED, ("2", "s1")) is None
     assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids

@@ -13,6 +13,7 @@ from pydantic_settings import SettingsConfigDict
 
 from treegrpo import events as ev
 from treegrpo.config import HealthSettings, NatsSettings, ServiceSettings
+from treegrpo.events import Kind
 from treegrpo.health import problems, read_heartbeat
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
@@ -36,7 +37,7 @@ class Stuck(Service):
         self.blocking = threading.Event()
 
     def handlers(self):
-        return {"node.executed": self.on_executed}
+        return {Kind.NODE_EXECUTED: self.on_executed}
 
     async def on_executed(self, event, delivery):
         self.blocking.set()

@@ -8,6 +8,7 @@ from pydantic_settings import SettingsConfigDict
 
 from treegrpo import events as ev
 from treegrpo.config import NatsSettings, ServiceSettings
+from treegrpo.events import Kind
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 
@@ -23,7 +24,7 @@ class Echo(Service):
     config_cls = EchoConfig
 
     def handlers(self):
-        return {"node.executed": self.on_executed}
+        return {Kind.NODE_EXECUTED: self.on_executed}
 
     async def on_executed(self, event, delivery):
         b = event.node_executed
@@ -38,11 +39,11 @@ async def test_service_handles_live_facts_ignores_imported_history_and_stops_cle
     old = ev.make_event("r1", ev.IMPORTED_PRODUCER, pb.NodeExecuted(node_id="old1", status="ok"))
     await bus.publish_many([old, live])
     for _ in range(100):
-        if await bus.last_event("r1", "node.graded", "live1"):
+        if await bus.last_event("r1", Kind.NODE_GRADED, "live1"):
             break
         await asyncio.sleep(0.05)
-    assert await bus.last_event("r1", "node.graded", "live1") is not None
-    assert await bus.last_event("r1", "node.graded", "old1") is None
+    assert await bus.last_event("r1", Kind.NODE_GRADED, "live1") is not None
+    assert await bus.last_event("r1", Kind.NODE_GRADED, "old1") is None
     await svc.stop()
     await asyncio.wait_for(runner, 15)
     await svc.close()

@@ -8,6 +8,7 @@ from opentelemetry.trace import SpanKind
 
 from treegrpo import events as ev
 from treegrpo.bus import STREAM, Consumer
+from treegrpo.events import Kind
 from treegrpo.telemetry import memory_spans, setup_tracing
 from treegrpo.v1 import events_pb2 as pb
 
@@ -21,7 +22,7 @@ async def test_consumer_span_continues_the_publishers_trace(bus):
     async def on(event, delivery):
         stop.set()
 
-    consumer = Consumer(bus, "traced", [ev.subject_filter("node.sampled")], on, tracer=tracer)
+    consumer = Consumer(bus, "traced", [ev.subject_filter(Kind.NODE_SAMPLED)], on, tracer=tracer)
     await asyncio.wait_for(consumer.run(stop), 10)
     spans = {s.name: s for s in memory_spans()}
     child = spans["traced node.sampled"]
@@ -34,7 +35,8 @@ async def test_an_event_published_outside_any_span_carries_the_context_of_a_reco
     setup_tracing("test", memory=True)
     await bus.publish(ev.make_event("r2", "runner", pb.RunStarted(rounds=1)))
     await bus.publish_many([ev.make_event("r2", "learner/x", pb.LearnerStepped(step=1))])
-    for kind, subject in (("run.started", "tg.r2.run.started"), ("learner.step", "tg.r2.learner.step.1")):
+    for kind, subject in ((Kind.RUN_STARTED, "tg.r2.run.started"),
+                          (Kind.LEARNER_STEPPED, "tg.r2.learner.step.1")):
         msg = await bus.js.get_last_msg(STREAM, subject, direct=True)
         _, trace_id, span_id, flags = msg.headers["traceparent"].split("-")
         root = [s for s in memory_spans() if s.name == f"publish {kind}" and f"{s.context.span_id:016x}" == span_id]

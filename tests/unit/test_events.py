@@ -55,3 +55,36 @@ def test_run_ids_that_would_break_subjects_are_rejected(bad):
 def test_consumer_filters_cover_every_key_of_a_kind():
     assert ev.subject_filter("node.sampled") == "tg.*.node.sampled.>"
     assert ev.subject_filter("run.started", "r1") == "tg.r1.run.started"
+
+
+@pytest.mark.parametrize("build", [lambda k: ev.subject("r1", k, "x"), lambda k: ev.subject_filter(k),
+                                   lambda k: ev.event_id("r1", k, "x")])
+@pytest.mark.parametrize("typo", ["node.sampeld", "learner.stepped", "node", "tg.r1.node.sampled"])
+def test_subject_builders_reject_a_kind_that_is_not_one_and_name_the_allowed_ones(build, typo):
+    with pytest.raises(ValueError, match=r"unknown event kind .*allowed: run\.started, .*node\.graded"):
+        build(typo)
+
+
+def test_kind_members_build_the_same_subjects_and_ids_as_their_wire_strings():
+    for kind in ev.Kind:
+        assert ev.subject("r1", kind, "k") == ev.subject("r1", kind.value, "k") == f"tg.r1.{kind.value}.k"
+        assert ev.subject_filter(kind) == ev.subject_filter(kind.value)
+    step = ev.make_event("r1", "learner/x", pb.LearnerStepped(step=3))
+    assert ev.kind_of(step) is ev.Kind.LEARNER_STEPPED and step.envelope.event_id == "r1.learner.step.3"
+
+
+def test_statuses_are_the_seed_archives_six_and_serialise_as_plain_strings():
+    import json
+
+    import orjson
+
+    from treegrpo.archive import STATUSES
+
+    assert tuple(ev.Status) == STATUSES == ("ok", "crashed", "timeout", "no_code", "invalid_submission",
+                                            "no_submission")
+    assert set(ev.FAILURE_STATUSES) == set(ev.Status) - {ev.Status.OK}
+    record = {"status": ev.Status.INVALID_SUBMISSION, "is_buggy": ev.Status.INVALID_SUBMISSION.failed}
+    plain = {"status": "invalid_submission", "is_buggy": True}
+    assert json.dumps(record) == json.dumps(plain) and orjson.dumps(record) == orjson.dumps(plain)
+    wire = pb.NodeGraded(status="timeout").SerializeToString()
+    assert pb.NodeGraded(status=ev.Status.TIMEOUT).SerializeToString() == wire

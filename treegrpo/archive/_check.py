@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from treegrpo.archive._schema import NodeRecord, RoundSummary, TimingLine
+from treegrpo.events import Status
 
 # "approximately": the seed's steps have a little untimed overhead between phases
 PHASE_REL_TOL = 0.10
@@ -33,7 +34,7 @@ class Violation:
 def check_round(run_id: str, s: RoundSummary, records: Sequence[NodeRecord]) -> list[Violation]:
     where = f"round_{s.round} {s.exp_id}"
     out: list[Violation] = []
-    valid = sum(r.status == "ok" for r in records)
+    valid = sum(r.status == Status.OK for r in records)
     if s.nodes != len(records):
         out.append(Violation(run_id, where, f"summary nodes={s.nodes} but the node file has {len(records)} records"))
     if s.valid != valid:

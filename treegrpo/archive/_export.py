@@ -15,11 +15,12 @@ from pathlib import Path
 from treegrpo.archive._check import Violation
 from treegrpo.archive._join import RunFacts
 from treegrpo.archive._writer import ExportResult, RunWriter
+from treegrpo.events import Kind
 
 log = logging.getLogger(__name__)
 
-SMALL_KINDS = ("run.started", "round.started", "round.completed", "node.executed", "node.graded",
-               "group.scored", "learner.step")
+SMALL_KINDS = (Kind.RUN_STARTED, Kind.ROUND_STARTED, Kind.ROUND_COMPLETED, Kind.NODE_EXECUTED,
+               Kind.NODE_GRADED, Kind.GROUP_SCORED, Kind.LEARNER_STEPPED)
 
 
 class ArchiveInvariantError(RuntimeError):
@@ -45,7 +46,7 @@ async def export_run(bus, run_id: str, out_dir: str | Path,
     if facts.started is None and not facts.rounds and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     writer = RunWriter(facts, Path(out_dir))
-    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):
+    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):
         writer.accept(event.node_sampled)
         if on_node is not None:
             on_node(len(event.node_sampled.response_logprobs))

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from treegrpo.archive._schema import NodeRecord
+from treegrpo.events import Status
 
 SHORT_ID = 8
 _TICKS = re.compile(r"`{3,}")
@@ -69,7 +70,8 @@ def _block(title: str, text: str, lang: str = "") -> list[str]:
 
 
 def render_transcript(task: str, round_: int, records: Sequence[NodeRecord]) -> str:
-    valid = sorted((r.oriented for r in records if r.status == "ok" and r.oriented is not None), reverse=True)
+    valid = sorted((r.oriented for r in records if r.status == Status.OK and r.oriented is not None),
+                   reverse=True)
     out = [f"# {task} · round {round_}", "",
            f"nodes: {len(records)} · valid: {sum(r.status == 'ok' for r in records)}", "",
            "valid oriented scores (higher is better): " + (", ".join(f"{v:.5f}" for v in valid) or "none"),

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, fields
 
 import orjson
 
+from treegrpo.events import Status
+
 PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
 RESOURCE_KEYS = ("cpu", "mem", "ephemeral", "gpu")
 EXEC_TIMING_KEYS = ("pending", "stage", "exec", "retrieve")
-STATUSES = ("ok", "crashed", "timeout", "no_code", "invalid_submission", "no_submission")
+STATUSES = tuple(s.value for s in Status)  # the seed's six, in its order (plain str: JSON keys)
 
 
 @dataclass(slots=True)

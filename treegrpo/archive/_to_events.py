@@ -22,6 +22,7 @@ from treegrpo.archive._schema import (
     TimingLine,
 )
 from treegrpo.config.run import RunSpec, TreeSettings
+from treegrpo.events import Status
 from treegrpo.v1 import events_pb2 as pb
 
 PRODUCER = ev.IMPORTED_PRODUCER  # services tell imported history from live work by this producer
@@ -53,7 +54,7 @@ def node_events(run_id: str, rec: NodeRecord, group_size: int, index: int, model
     s.response_token_ids.extend(rec.response_token_ids)
     s.response_logprobs.extend(rec.response_logprobs)
     # the executor's own status: an invalid submission still ran and wrote a file
-    ran = "ok" if rec.status == "invalid_submission" else rec.status
+    ran = Status.OK if rec.status == Status.INVALID_SUBMISSION else rec.status
     x = pb.NodeExecuted(node_id=rec.id, task=rec.exp_id, round=rec.round, step=rec.step,
                         sibling_group=rec.sibling_group, group_size=group_size, mode=rec.mode, status=ran,
                         exec_time=rec.exec_time, term_tail=rec.term_tail)

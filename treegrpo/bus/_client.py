@@ -16,6 +16,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._errors import BusUnavailable
+from treegrpo.events import Kind
 from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
 
@@ -230,8 +231,8 @@ class Bus:
         """How the run's attempts ended so far, from the subjects alone (one request)."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
         kinds = [".".join(s.split(".")[2:4]) for s in (info.state.subjects or {})]
-        return RunEnds(started="run.started" in kinds, completed="run.completed" in kinds,
-                       ended=kinds.count("run.ended"), resumed=kinds.count("run.resumed"))
+        return RunEnds(started=Kind.RUN_STARTED in kinds, completed=Kind.RUN_COMPLETED in kinds,
+                       ended=kinds.count(Kind.RUN_ENDED), resumed=kinds.count(Kind.RUN_RESUMED))
 
     async def close(self, drain_timeout_s: float = 10.0) -> None:
         if self.nc.is_closed:

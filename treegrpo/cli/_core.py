@@ -17,6 +17,7 @@ from treegrpo import events as ev_mod
 from treegrpo.cli._describe import describe
 from treegrpo.cli._registry import SERVICES
 from treegrpo.config import ConfigError, load, parse_overrides, treegrpo_home
+from treegrpo.events import Kind
 from treegrpo.nats_url import embedded_url_file, resolve_nats_url
 
 nats_app = typer.Typer(no_args_is_help=True)
@@ -76,7 +77,7 @@ async def _tail(run_id: str, url: str, until_complete: bool) -> None:
             style, text = describe(event)
             stamp = time.strftime("%H:%M:%S", time.localtime(event.envelope.time))
             console.print(f"[dim]{stamp}[/] [{style}]{ev_mod.kind_of(event):<16}[/] {text}")
-            if until_complete and ev_mod.kind_of(event) == "run.completed":
+            if until_complete and ev_mod.kind_of(event) == Kind.RUN_COMPLETED:
                 break
     except asyncio.CancelledError:
         pass

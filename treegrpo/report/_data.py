@@ -26,10 +26,10 @@ from treegrpo.archive import (
     round_summary,
     timing_line,
 )
-from treegrpo.events import short_hash
+from treegrpo.events import Kind, short_hash
 
-REPORT_KINDS = ("run.started", "round.started", "round.completed", "node.executed", "node.graded",
-                "group.scored", "learner.step")
+REPORT_KINDS = (Kind.RUN_STARTED, Kind.ROUND_STARTED, Kind.ROUND_COMPLETED, Kind.NODE_EXECUTED,
+                Kind.NODE_GRADED, Kind.GROUP_SCORED, Kind.LEARNER_STEPPED)
 
 
 @dataclass
@@ -74,7 +74,7 @@ async def load_from_bus(bus, run_id: str) -> RunData:
         if s.sibling_groups:
             data.step_groups[s.step] = list(s.sibling_groups)
     sampled: dict[str, SampledFacts] = {}
-    async for _, event in bus.replay(run_id, kinds=["node.sampled"]):  # the big events: keep a few numbers
+    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):  # the big events: keep a few numbers
         body = event.node_sampled
         data.versions[body.node_id] = body.policy_version
         data.fingerprints[body.node_id] = fingerprint(body.response_token_ids)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from treegrpo.archive import NodeRecord
+from treegrpo.events import Status
 from treegrpo.report import _stats
 from treegrpo.report._data import RunData
 from treegrpo.report._stats import FAIL, Estimate
@@ -27,7 +28,7 @@ Scorer = Callable[[float], float]
 
 def value(r: NodeRecord) -> float:
     """The oriented metric of a valid node; FAIL for every other node."""
-    return r.oriented if r.status == "ok" and r.oriented is not None else FAIL
+    return r.oriented if r.status == Status.OK and r.oriented is not None else FAIL
 
 
 def first_round(records: Iterable[NodeRecord]) -> dict[str, int]:
@@ -88,7 +89,7 @@ def _cell(task: str, x: int, groups: dict[str, list[NodeRecord]], score_of: dict
     none = Estimate(None)
     return CurveRow(
         task=task, x=x, nodes=sum(map(len, members)), groups=len(members),
-        failed_share=boot(lambda r: float(r.status != "ok")),
+        failed_share=boot(lambda r: float(r.status != Status.OK)),
         mean_oriented=none if pooled else boot(oriented),
         median_oriented=none if pooled else boot(oriented, _stats.median),
         score=boot(lambda r: score_of.get(r.id, nan)))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from treegrpo.advantages import has_signal
 from treegrpo.archive import PHASES, STATUSES, GateNodeRecord, NodeRecord
+from treegrpo.events import Status
 from treegrpo.report._data import RunData
 
 
@@ -97,12 +98,12 @@ def _parent_outcomes(records: list[NodeRecord]) -> tuple[Ratio, Ratio]:
         parent = status.get(r.parent_id) if r.parent_id else None
         if parent is None:
             continue
-        if r.mode == "improve" and parent == "ok":
+        if r.mode == "improve" and parent == Status.OK:
             improve.n += 1
-            improve.k += r.status == "ok"
-        elif r.mode == "debug" and parent != "ok":
+            improve.k += r.status == Status.OK
+        elif r.mode == "debug" and parent != Status.OK:
             debug.n += 1
-            debug.k += r.status == "ok"
+            debug.k += r.status == Status.OK
     return improve, debug
 
 
@@ -124,12 +125,12 @@ def _rounds(data: RunData) -> list[RoundRow]:
     rows = []
     for key in sorted(set(by_round) | set(data.summaries), key=lambda k: (k[1], k[0])):
         recs = by_round.get(key, [])
-        valid = [r for r in recs if r.status == "ok" and r.oriented is not None]
+        valid = [r for r in recs if r.status == Status.OK and r.oriented is not None]
         best = max(valid, key=lambda r: r.oriented, default=None)
         s = data.summaries.get(key)
         rows.append(RoundRow(
-            task=key[0], round=key[1], nodes=len(recs), valid=sum(r.status == "ok" for r in recs),
-            crash_rate=_rate(sum(r.status == "crashed" for r in recs), len(recs)),
+            task=key[0], round=key[1], nodes=len(recs), valid=sum(r.status == Status.OK for r in recs),
+            crash_rate=_rate(sum(r.status == Status.CRASHED for r in recs), len(recs)),
             best_test_metric=s.best_test_metric if s else (best.test_metric if best else None),
             best_oriented=best.oriented if best else None, from_summary=s is not None))
     return rows
@@ -191,7 +192,8 @@ def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) ->
     return RunMetrics(
         run_id=data.run_id, source=data.source, schema="32-key (resource gate)" if data.gate else "25-key",
         tasks=data.tasks, nodes=len(recs), statuses=statuses,
-        crash_rate=_rate(counts.get("crashed", 0), len(recs)), valid_rate=_rate(counts.get("ok", 0), len(recs)),
+        crash_rate=_rate(counts.get(Status.CRASHED, 0), len(recs)),
+        valid_rate=_rate(counts.get(Status.OK, 0), len(recs)),
         improve_keeps_valid=improve, debug_fixes_parent=debug, gpu=_gpu(recs), rounds=_rounds(data),
         steps=len(data.timing), total_s_median=statistics.median(totals) if totals else None,
         phases=_phases(data), node_cost_s=_node_cost(data), signal=_signal(data, estimator, gpus),

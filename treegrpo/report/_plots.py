@@ -11,10 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from treegrpo.archive import PHASES, NodeRecord, walk  # noqa: E402
+from treegrpo.events import Status
 from treegrpo.report._metrics import RunMetrics  # noqa: E402
 
-STATUS_COLORS = {"ok": "#2ca02c", "crashed": "#d62728", "timeout": "#ff7f0e", "no_code": "#7f7f7f",
-                 "invalid_submission": "#9467bd", "no_submission": "#8c564b"}
+STATUS_COLORS = {Status.OK: "#2ca02c", Status.CRASHED: "#d62728", Status.TIMEOUT: "#ff7f0e",
+                 Status.NO_CODE: "#7f7f7f", Status.INVALID_SUBMISSION: "#9467bd",
+                 Status.NO_SUBMISSION: "#8c564b"}
 PHASE_COLORS = dict(zip(PHASES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"], strict=False))
 
 

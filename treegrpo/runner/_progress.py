@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from treegrpo import events as ev_mod
+from treegrpo.events import Kind, Status
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -52,31 +53,31 @@ class Progress:
         kind = ev_mod.kind_of(event)
         b = ev_mod.body_of(event)
         tp = self.per_task.get(getattr(b, "task", ""), None)
-        if kind == "round.started" and tp:
+        if kind == Kind.ROUND_STARTED and tp:
             tp.round_now = max(tp.round_now, b.round)
-        elif kind == "round.completed" and tp:
+        elif kind == Kind.ROUND_COMPLETED and tp:
             tp.rounds_done += 1
             if b.round in tp.round_best:  # the round's summary is a projection of its graded nodes
                 tp.best = tp.round_best[b.round][1]
-        elif kind == "node.sampled" and tp:
+        elif kind == Kind.NODE_SAMPLED and tp:
             tp.sampled += 1
-        elif kind == "node.graded" and tp:
+        elif kind == Kind.NODE_GRADED and tp:
             tp.graded += 1
             tp.statuses[b.status] += 1
             if b.status == "ok" and b.HasField("oriented") and b.HasField("test_metric") \
                     and b.oriented > tp.round_best.get(b.round, (float("-inf"),))[0]:
                 tp.round_best[b.round] = (b.oriented, b.test_metric)
-        elif kind == "group.scored":
+        elif kind == Kind.GROUP_SCORED:
             self.groups_scored += 1
-        elif kind == "learner.step":
+        elif kind == Kind.LEARNER_STEPPED:
             self.learner_steps += 1
             self.groups_trained += len(b.sibling_groups)
             self.groups_with_signal += b.groups_with_signal
             self.policy_version = max(self.policy_version, b.policy_version)
             self.last_step_at = time.time()
-        elif kind == "policy.loaded":
+        elif kind == Kind.POLICY_LOADED:
             self.loaded_version = max(self.loaded_version, b.version)
-        elif kind == "run.completed":
+        elif kind == Kind.RUN_COMPLETED:
             self.completed_by = event.envelope.producer
 
     @property
@@ -103,9 +104,10 @@ class Progress:
             t.add_column(col, justify="right" if col != "task" else "left")
         for name, tp in self.per_task.items():
             st = tp.statuses
-            other = sum(v for k, v in st.items() if k not in ("ok", "crashed", "timeout"))
+            other = sum(v for k, v in st.items() if k not in (Status.OK, Status.CRASHED, Status.TIMEOUT))
             t.add_row(name, f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})", str(tp.sampled), str(tp.graded),
-                      f"[green]{st['ok']}[/]", f"[red]{st['crashed']}[/]", f"[yellow]{st['timeout']}[/]",
+                      f"[green]{st[Status.OK]}[/]", f"[red]{st[Status.CRASHED]}[/]",
+                      f"[yellow]{st[Status.TIMEOUT]}[/]",
                       str(other), "—" if tp.best is None else f"{tp.best:.4g}")
         if services:
             line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"

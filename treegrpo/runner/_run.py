@@ -18,6 +18,7 @@ from treegrpo import events as ev_mod
 from treegrpo.bus import STREAM, Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
+from treegrpo.events import Kind
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import SERVICE_NAMES, RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
@@ -40,7 +41,7 @@ class RunResult:
 
 
 async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
-    found = await bus.last_event(run_id, "run.started")
+    found = await bus.last_event(run_id, Kind.RUN_STARTED)
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
     return RunSpec.from_json(found.run_started.run_spec_json)

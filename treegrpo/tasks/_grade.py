@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from treegrpo.events import Status
 from treegrpo.tasks import _metrics
 from treegrpo.tasks._submission import (
     DEFAULT_MAX_BYTES,
@@ -35,7 +36,7 @@ class AnswersUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class GradeResult:
-    status: Literal["ok", "invalid_submission"]
+    status: Literal[Status.OK, Status.INVALID_SUBMISSION]
     test_metric: float | None
     oriented: float | None
     grade_error: str | None
@@ -43,7 +44,7 @@ class GradeResult:
 
     @property
     def valid(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
 
 @functools.lru_cache(maxsize=64)
@@ -176,5 +177,5 @@ def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFA
         if not math.isfinite(score):
             raise InvalidSubmission(f"the metric came out as {score}")
     except InvalidSubmission as exc:
-        return GradeResult("invalid_submission", None, None, exc.reason, time.perf_counter() - start)
-    return GradeResult("ok", score, task.orient(score), None, time.perf_counter() - start)
+        return GradeResult(Status.INVALID_SUBMISSION, None, None, exc.reason, time.perf_counter() - start)
+    return GradeResult(Status.OK, score, task.orient(score), None, time.perf_counter() - start)

@@ -11,11 +11,13 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treegrpo.events import Status
 from treegrpo.services.executor._gate import Declaration
 from treegrpo.services.executor.config import ExecutorConfig
 
 GIB = 2**30
-OK, CRASHED, TIMEOUT, NO_CODE, NO_SUBMISSION = "ok", "crashed", "timeout", "no_code", "no_submission"
+OK, CRASHED, TIMEOUT, NO_CODE, NO_SUBMISSION = (Status.OK, Status.CRASHED, Status.TIMEOUT, Status.NO_CODE,
+                                                Status.NO_SUBMISSION)
 SUBMISSION = Path("submission") / "submission.csv"
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::.*)?$")
 _EXC_NAME = re.compile(r"(Error|Exception|Exit|Interrupt|Warning|Iteration|Failure)$")

@@ -20,6 +20,7 @@ from opentelemetry import trace
 
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
 from treegrpo.config import RunSpec
+from treegrpo.events import Kind
 from treegrpo.service import Service
 from treegrpo.services.executor._gate import Declaration, parse_declaration
 from treegrpo.services.executor._host import SandboxError
@@ -66,7 +67,7 @@ class ExecutorService(Service):
         self._executing: dict[tuple[str, str], asyncio.Future] = {}  # (run, node) -> its one execution
 
     def handlers(self):
-        return {"node.sampled": self.on_node_sampled}
+        return {Kind.NODE_SAMPLED: self.on_node_sampled}
 
     def consumer_options(self) -> ConsumerOptions:
         # a script runs up to timeout_s; the consumer's heartbeat keeps the message ours meanwhile
@@ -89,7 +90,7 @@ class ExecutorService(Service):
     async def run_spec(self, run_id: str) -> RunSpec:
         spec = self._specs.get(run_id)
         if spec is None:
-            event = await self.bus.last_event(run_id, "run.started")
+            event = await self.bus.last_event(run_id, Kind.RUN_STARTED)
             if event is None:
                 raise TransientError(f"run {run_id} has no run.started yet", delay_s=2.0)
             spec = RunSpec.from_json(event.run_started.run_spec_json)
@@ -102,7 +103,7 @@ class ExecutorService(Service):
         if me is not None:
             self._handling.add(me)
             me.add_done_callback(self._handling.discard)
-        if self.cfg.skip_executed and await self.bus.last_event(run_id, "node.executed", ns.node_id):
+        if self.cfg.skip_executed and await self.bus.last_event(run_id, Kind.NODE_EXECUTED, ns.node_id):
             log.info("node %s already executed; not running it again", ns.node_id)
             return
         key = (run_id, ns.node_id)
@@ -119,7 +120,7 @@ class ExecutorService(Service):
         """A redelivery of a node this executor is still running: its outcome is the one recorded."""
         log.warning("node %s redelivered while it still runs here; waiting for that execution", node_id)
         await asyncio.shield(running)
-        if not await self.bus.last_event(run_id, "node.executed", node_id):  # it failed on our side: retry
+        if not await self.bus.last_event(run_id, Kind.NODE_EXECUTED, node_id):  # it failed on our side: retry
             raise TransientError(f"the running execution of {node_id} recorded no outcome", delay_s=1.0)
 
     async def _run_node(self, event: pb.Event, ns: pb.NodeSampled, run_id: str) -> None:

@@ -1,7 +1,7 @@
 """Sibling groups: which nodes form one, when it is complete, and its `group.scored` fact.
 
 State is a cache of the log, never the truth: the members of a group are looked up on the stream
-(`bus.last_event(run, "node.graded", sibling_id)`) whenever the cache lacks them, so a restarted
+(`bus.last_event(run, Kind.NODE_GRADED, sibling_id)`) whenever the cache lacks them, so a restarted
 grader, a second replica, or siblings graded in any order all reach the same answer, and the
 deterministic event id of `group.scored` makes its publication exactly-once.
 """
@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
+from treegrpo.events import Kind
 from treegrpo.services.grader.rewards import Member, Shaping, group_rewards
 from treegrpo.v1 import events_pb2 as pb
 
@@ -62,7 +63,7 @@ class GroupTracker:
 
     async def already_scored(self, run_id: str, sibling_group: str) -> bool:
         self.lookups += 1
-        return await self.bus.last_event(run_id, "group.scored", sibling_group) is not None
+        return await self.bus.last_event(run_id, Kind.GROUP_SCORED, sibling_group) is not None
 
     async def _complete_members(self, run_id: str, graded: pb.NodeGraded,
                                 members: dict[str, pb.NodeGraded]) -> list[pb.NodeGraded] | None:
@@ -72,7 +73,7 @@ class GroupTracker:
         for nid in ids:
             if nid not in members:
                 self.lookups += 1
-                found = await self.bus.last_event(run_id, "node.graded", nid)
+                found = await self.bus.last_event(run_id, Kind.NODE_GRADED, nid)
                 if found is None:
                     return None  # a sibling is still out; its own grading will complete the group
                 members[nid] = found.node_graded
@@ -81,7 +82,7 @@ class GroupTracker:
     async def _members_by_replay(self, run_id: str, graded: pb.NodeGraded,
                                  members: dict[str, pb.NodeGraded]) -> list[pb.NodeGraded] | None:
         if len(members) < graded.group_size:
-            async for _seq, event in self.bus.replay(run_id, kinds=["node.graded"]):
+            async for _seq, event in self.bus.replay(run_id, kinds=[Kind.NODE_GRADED]):
                 g = event.node_graded
                 if g.sibling_group == graded.sibling_group:
                     members.setdefault(g.node_id, g)

@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import Section, ServiceSettings, treegrpo_home
+from treegrpo.events import FAILURE_STATUSES
 from treegrpo.services.grader.rewards import DEFAULT_PENALTY, Shaping
 
 _PENALTY = dict(default=DEFAULT_PENALTY, ge=-1.0, le=0.0)
@@ -24,7 +25,7 @@ class RewardSettings(Section):
     temperature: float = Field(default=0.5, gt=0, description="τ in σ((o − mean valid o)/τ), in oriented-metric units")
 
     def shaping(self) -> Shaping:
-        penalties = {s: getattr(self, s) for s in ("crashed", "timeout", "no_code", "no_submission", "invalid_submission")}
+        penalties = {s.value: getattr(self, s) for s in FAILURE_STATUSES}  # a field per failure status
         return Shaping(penalties=penalties, temperature=self.temperature)
 
 

@@ -18,7 +18,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-FAILURE_STATUSES = ("crashed", "timeout", "no_code", "no_submission", "invalid_submission")
+from treegrpo.events import FAILURE_STATUSES, Status
+
 DEFAULT_PENALTY = -0.5
 ALTERNATIVE_PENALTY = -0.2  # the seed's other fixed penalty (71 of 2309 failed nodes)
 _Z_MAX = 30.0  # σ(30) < 1 in float64, so a valid reward never reaches 1
@@ -26,7 +27,8 @@ _Z_MAX = 30.0  # σ(30) < 1 in float64, so a valid reward never reaches 1
 
 @dataclass(frozen=True)
 class Shaping:
-    penalties: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(FAILURE_STATUSES, DEFAULT_PENALTY))
+    penalties: Mapping[str, float] = field(
+        default_factory=lambda: dict.fromkeys((s.value for s in FAILURE_STATUSES), DEFAULT_PENALTY))
     temperature: float = 0.5
     unknown_status_penalty: float = DEFAULT_PENALTY
 
@@ -58,7 +60,7 @@ def valid_rewards(oriented: Sequence[float], temperature: float) -> list[float]:
 
 
 def is_valid(member: Member) -> bool:
-    return member.status == "ok" and member.oriented is not None and math.isfinite(member.oriented)
+    return member.status == Status.OK and member.oriented is not None and math.isfinite(member.oriented)
 
 
 def group_rewards(members: Sequence[Member], shaping: Shaping) -> list[float]:

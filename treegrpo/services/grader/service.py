@@ -17,6 +17,7 @@ from pathlib import Path
 from nats.js.errors import NotFoundError
 
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
+from treegrpo.events import Kind, Status
 from treegrpo.service import HandlerFn, Service
 from treegrpo.services.grader._groups import GroupTracker
 from treegrpo.services.grader.config import GraderConfig
@@ -70,7 +71,7 @@ class GraderService(Service):
         self.graded = 0
 
     def handlers(self) -> dict[str, HandlerFn]:
-        return {"node.executed": self.on_node_executed}
+        return {Kind.NODE_EXECUTED: self.on_node_executed}
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(max_inflight=self.config.max_inflight, ack_wait_s=60.0)
@@ -95,7 +96,7 @@ class GraderService(Service):
         ex, run_id = event.node_executed, event.envelope.run_id
         if not ex.node_id or not ex.sibling_group or ex.group_size < 1:
             raise PermanentError(f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}")
-        prior = await self.bus.last_event(run_id, "node.graded", ex.node_id)
+        prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)
         if prior is not None:
             graded = prior.node_graded
         else:
@@ -110,7 +111,7 @@ class GraderService(Service):
 
     async def grade(self, run_id: str, ex: pb.NodeExecuted) -> pb.NodeGraded:
         body = graded_from_executed(ex)
-        if ex.status != "ok":
+        if ex.status != Status.OK:
             return body  # the executor's status is final; nothing to grade
         task = await self._task(ex.task)
         return apply_result(body, await self._grade_object(run_id, task, ex))
@@ -145,4 +146,4 @@ class GraderService(Service):
 
 
 def _invalid(reason: str) -> GradeResult:
-    return GradeResult("invalid_submission", None, None, reason, 0.0)
+    return GradeResult(Status.INVALID_SUBMISSION, None, None, reason, 0.0)

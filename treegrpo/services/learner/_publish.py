@@ -22,6 +22,7 @@ import grpc
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import ADAPTERS, STREAM, Bus
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo.v1 import weights_pb2 as wpb
 from treegrpo.v1 import weights_pb2_grpc as wgrpc
@@ -99,7 +100,7 @@ async def loaded_count(bus: Bus, run_id: str, version: int, sha256: str) -> int:
     n = 0
     for subject in (info.state.subjects or {}):
         sampler = subject.rsplit(".", 1)[-1]
-        event = await bus.last_event(run_id, "policy.loaded", (str(version), sampler))
+        event = await bus.last_event(run_id, Kind.POLICY_LOADED, (str(version), sampler))
         if event is not None and event.policy_loaded.sha256 in ("", sha256):
             n += 1
     return n

@@ -16,6 +16,7 @@ from opentelemetry import trace
 from treegrpo import events as ev_mod
 from treegrpo.bus import ADAPTERS, Bus, TransientError
 from treegrpo.config import RunSpec, treegrpo_home
+from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_tensors
 from treegrpo.services.learner import _checkpoint as ckpt
 from treegrpo.services.learner._buffer import Batch, GroupBuffer, Member
@@ -75,7 +76,7 @@ class RunLearner:
 
     async def _latest_published(self) -> pb.PolicyPublished | None:
         latest = None
-        async for _seq, event in self.bus.replay(self.run_id, kinds=["policy.published"]):
+        async for _seq, event in self.bus.replay(self.run_id, kinds=[Kind.POLICY_PUBLISHED]):
             p = event.policy_published
             if latest is None or p.version > latest.version:
                 latest = p
@@ -118,7 +119,7 @@ class RunLearner:
     async def _finish_tail(self, pub: pb.PolicyPublished | None) -> None:
         """A crash between a step's checkpoint and its last event: publish what is missing."""
         v = self.state.step
-        if v == 0 or await self.bus.last_event(self.run_id, "learner.step", str(v)) is not None:
+        if v == 0 or await self.bus.last_event(self.run_id, Kind.LEARNER_STEPPED, str(v)) is not None:
             return
         log.warning("completing version %d after a restart", v)
         record = ParseDict(self.state.record, pb.LearnerStepped()) if self.state.record else \
@@ -144,7 +145,7 @@ class RunLearner:
     async def members(self, gs: pb.GroupScored) -> list[Member]:
         out = []
         for m in gs.members:
-            event = await self.bus.last_event(self.run_id, "node.sampled", m.node_id)
+            event = await self.bus.last_event(self.run_id, Kind.NODE_SAMPLED, m.node_id)
             if event is None:
                 raise TransientError(f"node.sampled of {m.node_id} not on the stream yet", 2.0)
             ns = event.node_sampled

@@ -18,6 +18,7 @@ from opentelemetry import trace
 
 from treegrpo.bus import ConsumerOptions, Delivery, TransientError
 from treegrpo.config import RunSpec
+from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.services.learner._buffer import PendingGroup
 from treegrpo.services.learner._checkpoint import CheckpointError, NonFiniteWeights
@@ -46,8 +47,8 @@ class LearnerService(Service):
         self.wandb = StepLogger(config.wandb)
 
     def handlers(self):
-        return {"run.started": self.on_run_started, "group.scored": self.on_group_scored,
-                "run.ended": self.on_run_ended}
+        return {Kind.RUN_STARTED: self.on_run_started, Kind.GROUP_SCORED: self.on_group_scored,
+                Kind.RUN_ENDED: self.on_run_ended}
 
     def consumer_options(self) -> ConsumerOptions:
         # every waiting group holds its message unacked; heartbeats keep them from redelivery
@@ -124,7 +125,7 @@ class LearnerService(Service):
                 if self.active.run_id != run_id:
                     raise TransientError(f"learner is busy with run {self.active.run_id}", 30.0)
                 return self.active
-            started = await self.bus.last_event(run_id, "run.started")
+            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
             if started is None:
                 raise TransientError(f"run {run_id} has no run.started yet", 2.0)
             spec = RunSpec.from_json(started.run_started.run_spec_json)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from treegrpo import events
 from treegrpo.bus import ADAPTERS, Bus, file_sha256
+from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
 from treegrpo.v1 import events_pb2 as pb
 
@@ -91,7 +92,7 @@ class AdapterLoader:
         """The `policy.published` of `version`, waiting briefly: a push may race its announcement."""
         deadline = time.monotonic() + self.published_wait_s
         while True:
-            event = await self.bus.last_event(run_id, "policy.published", str(version))
+            event = await self.bus.last_event(run_id, Kind.POLICY_PUBLISHED, str(version))
             if event is not None:
                 return event.policy_published
             if time.monotonic() >= deadline:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from treegrpo import events
 from treegrpo.bus import Bus
+from treegrpo.events import Kind, Status
 from treegrpo.prompts import PromptSettings, TaskContext, render_prompt
 from treegrpo.services.sampler._parse import parse_completion
 from treegrpo.services.sampler._state import RunState
@@ -24,14 +25,14 @@ class Sampled:
 
 async def parent_output(bus: Bus, run_id: str, parent_id: str) -> str:
     """The parent's terminal tail as the executor recorded it (trimmed at render time)."""
-    executed = await bus.last_event(run_id, "node.executed", parent_id)
+    executed = await bus.last_event(run_id, Kind.NODE_EXECUTED, parent_id)
     if executed is None:
         return ""
     body = executed.node_executed
     tail = body.term_tail
-    if body.status != "ok" and body.HasField("exc_type") and body.exc_type and body.exc_type not in tail:
+    if body.status != Status.OK and body.HasField("exc_type") and body.exc_type and body.exc_type not in tail:
         tail = f"{tail}\n[{body.status}: {body.exc_type}]"
-    elif body.status not in ("ok", "crashed"):
+    elif body.status not in (Status.OK, Status.CRASHED):
         tail = f"{tail}\n[{body.status}]"
     return tail
 

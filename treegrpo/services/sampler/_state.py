@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 
 from treegrpo import events
 from treegrpo.config import RunSpec
+from treegrpo.events import Kind
 from treegrpo.services.sampler.policy import GroupState, RoundState, Score
 from treegrpo.v1 import events_pb2 as pb
 
-REPLAY_KINDS = ["run.started", "run.completed", "run.ended", "run.resumed", "round.started", "round.completed", "node.sampled",
-                "group.scored", "policy.published"]
+REPLAY_KINDS = [Kind.RUN_STARTED, Kind.RUN_COMPLETED, Kind.RUN_ENDED, Kind.RUN_RESUMED, Kind.ROUND_STARTED,
+                Kind.ROUND_COMPLETED, Kind.NODE_SAMPLED, Kind.GROUP_SCORED, Kind.POLICY_PUBLISHED]
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 
 from treegrpo import events
 from treegrpo.config import RunSpec
+from treegrpo.events import Status
 
 
 @dataclass(frozen=True)
 class Score:
     reward: float
-    status: str  # final grader status; "ok" = valid
+    status: str  # the final grader status (a Status)
 
     @property
     def buggy(self) -> bool:
-        return self.status != "ok"
+        return self.status != Status.OK
 
 
 @dataclass

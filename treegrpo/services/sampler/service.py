@@ -19,7 +19,7 @@ from pathlib import Path
 
 from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import treegrpo_home
-from treegrpo.events import IMPORTED_PRODUCER
+from treegrpo.events import IMPORTED_PRODUCER, Kind
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.services.sampler import _expand
@@ -68,9 +68,9 @@ class SamplerService(Service):
         return str(resolve_model_path(self.config))
 
     def handlers(self):
-        return {"run.started": self.on_run_started, "run.completed": self.on_run_completed,
-                "run.ended": self.on_run_completed, "run.resumed": self.on_run_resumed,
-                "group.scored": self.on_group_scored, "policy.published": self.on_policy_published}
+        return {Kind.RUN_STARTED: self.on_run_started, Kind.RUN_COMPLETED: self.on_run_completed,
+                Kind.RUN_ENDED: self.on_run_completed, Kind.RUN_RESUMED: self.on_run_resumed,
+                Kind.GROUP_SCORED: self.on_group_scored, Kind.POLICY_PUBLISHED: self.on_policy_published}
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(max_inflight=8, ack_wait_s=60.0)
@@ -117,7 +117,7 @@ class SamplerService(Service):
         async with self._run_lock:
             if run_id in self.runs:
                 return self.runs[run_id]
-            started = await self.bus.last_event(run_id, "run.started")
+            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
             if started is None or started.envelope.producer == IMPORTED_PRODUCER:
                 return None  # not started yet, or history read back from an archive: never work to redo
             state = RunState.from_started(run_id, started.run_started)

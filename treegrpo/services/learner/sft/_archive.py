@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from treegrpo.bus import Bus
+from treegrpo.events import Kind, Status
 from treegrpo.services.learner.sft._pairs import Pair, make_pair
 from treegrpo.services.learner.sft.config import ArchiveSettings
 
@@ -49,13 +50,13 @@ def select_nodes(groups: list[ScoredGroup], select: str, top_k: int = 16,
     picked: list[tuple[str, Member]] = []
     if select == "best-per-group":
         for g in sorted(groups, key=lambda g: (g.run_id, g.task, g.round, g.step, g.sibling_group)):
-            valid = sorted((m for m in g.members if m.status == "ok"), key=_rank)
+            valid = sorted((m for m in g.members if m.status == Status.OK), key=_rank)
             if valid:
                 picked.append((g.run_id, valid[0]))
     elif select == "top-k":
         pools: dict[tuple[str, str], list[Member]] = {}
         for g in groups:
-            pools.setdefault((g.run_id, g.task), []).extend(m for m in g.members if m.status == "ok")
+            pools.setdefault((g.run_id, g.task), []).extend(m for m in g.members if m.status == Status.OK)
         for key in sorted(pools):
             picked += [(key[0], m) for m in sorted(pools[key], key=_rank)[:top_k]]
     else:
@@ -65,7 +66,7 @@ def select_nodes(groups: list[ScoredGroup], select: str, top_k: int = 16,
 
 async def read_groups(bus: Bus, run_id: str) -> list[ScoredGroup]:
     out: list[ScoredGroup] = []
-    async for _, event in bus.replay(run_id, kinds=["group.scored"]):
+    async for _, event in bus.replay(run_id, kinds=[Kind.GROUP_SCORED]):
         g = event.group_scored
         members = tuple(Member(m.node_id, m.reward, m.status, m.oriented if m.HasField("oriented") else None)
                         for m in g.members)
@@ -80,7 +81,7 @@ async def archive_pairs(bus: Bus, settings: ArchiveSettings) -> tuple[list[Pair]
     for run_id in settings.runs:
         groups = await read_groups(bus, run_id)
         for run, node in select_nodes(groups, settings.select, settings.top_k, settings.min_reward):
-            ev = await bus.last_event(run, "node.sampled", node)
+            ev = await bus.last_event(run, Kind.NODE_SAMPLED, node)
             if ev is None:
                 missing.append(f"{run}/{node}")
                 continue

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from treegrpo.events import Status
 from treegrpo.prompts import PromptSettings
 from treegrpo.services.learner.sft._pairs import Pair, make_pair, render_completion
 from treegrpo.services.learner.sft.config import CorpusSettings
@@ -89,7 +90,7 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
     for task in sorted({s.task for s in scripts}):
         ctx = task_context(task, prompts.task_roots or None, prompts.csv_head_lines)
         mine = [s for s in scripts if s.task == task]
-        valid = spread([s for s in mine if s.intended == "ok"], settings.valid_per_task)
+        valid = spread([s for s in mine if s.intended == Status.OK], settings.valid_per_task)
         by_name = {s.name: s for s in valid}
         for s in valid:
             if settings.draft:
@@ -104,7 +105,7 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
         if settings.debug:
             for s in mine:
                 fixed = by_name.get(s.fixes)
-                if s.intended == "ok" or fixed is None or s.verified is None:
+                if s.intended == Status.OK or fixed is None or s.verified is None:
                     continue
                 msgs = render_prompt("debug", ctx.description, ctx.data_overview, s.code, s.verified.output, **kw)
                 pairs.append(make_pair(msgs, render_completion(fixed.plan, fixed.code), task, "debug",

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from treegrpo.events import Status
 from treegrpo.services.learner.sft._corpus import CorpusScript, Verified, corpus_dir, load_corpus
 
 TAIL_CHARS = 2000
@@ -36,7 +37,7 @@ def run_code(code: str, public_dir: Path, timeout_s: float = 120.0,
     ws = Path(tempfile.mkdtemp(prefix=prefix))
     (ws / "input").symlink_to(public_dir, target_is_directory=True)
     if not code.strip():
-        return "no_code", "", None, 0.0, ws
+        return Status.NO_CODE, "", None, 0.0, ws
     (ws / "script.py").write_text(code)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(ws), "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
@@ -51,14 +52,14 @@ def run_code(code: str, public_dir: Path, timeout_s: float = 120.0,
     output = output if isinstance(output, str) else output.decode(errors="replace")
     sub = ws / "submission" / "submission.csv"
     if rc is None:
-        status = "timeout"
+        status = Status.TIMEOUT
     elif rc != 0:
-        status = "crashed"
+        status = Status.CRASHED
     elif not sub.is_file():
-        status = "no_submission"
+        status = Status.NO_SUBMISSION
     else:
-        status = "ok"
-    return status, output[-TAIL_CHARS:], (sub if status == "ok" else None), seconds, ws
+        status = Status.OK
+    return status, output[-TAIL_CHARS:], (sub if status == Status.OK else None), seconds, ws
 
 
 def exc_type_of(output: str) -> str | None:
@@ -86,7 +87,7 @@ def grade_code(code: str, task, timeout_s: float, prefix: str = "sft-") -> Verif
                 output = f"{output}\n[grader] {graded.grade_error}"[-TAIL_CHARS:]
     finally:
         shutil.rmtree(ws, ignore_errors=True)
-    exc = exc_type_of(output) if status in ("crashed", "timeout") else None
+    exc = exc_type_of(output) if status in (Status.CRASHED, Status.TIMEOUT) else None
     return Verified(status, metric, oriented, exc, output, round(seconds, 2))
 
 
