@@ -58,11 +58,20 @@ def build_qwen3(out: Path, shape: Shape, device: str, dtype: str, norm_gain: flo
     from treegrpo.models import EOS, PAD, train_tokenizer
 
     tok = train_tokenizer(vocab_size=8192, max_bytes=1 << 20)
-    cfg = Qwen3Config(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                      num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                      num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim, max_position_embeddings=8192,
-                      tie_word_embeddings=False, eos_token_id=tok.convert_tokens_to_ids(EOS),
-                      pad_token_id=tok.convert_tokens_to_ids(PAD), torch_dtype=dtype)
+    cfg = Qwen3Config(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        max_position_embeddings=8192,
+        tie_word_embeddings=False,
+        eos_token_id=tok.convert_tokens_to_ids(EOS),
+        pad_token_id=tok.convert_tokens_to_ids(PAD),
+        torch_dtype=dtype,
+    )
     torch.manual_seed(0)
     torch.set_default_dtype(_dtype(dtype))
     try:
@@ -70,15 +79,17 @@ def build_qwen3(out: Path, shape: Shape, device: str, dtype: str, norm_gain: flo
             model = Qwen3ForCausalLM(cfg)
     finally:
         torch.set_default_dtype(torch.float32)
-    gain = norm_gain if norm_gain is not None else 3.0 * 64 / shape.hidden ** 0.5
+    gain = norm_gain if norm_gain is not None else 3.0 * 64 / shape.hidden**0.5
     with torch.no_grad():
-        model.model.norm.weight.fill_(gain)   # logits std ~ gain * sqrt(hidden) * 0.02
+        model.model.norm.weight.fill_(gain)  # logits std ~ gain * sqrt(hidden) * 0.02
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out, model
 
 
-def save_adapters(model, out_dir: Path, name: str, rank: int, seeds: tuple[int, ...], b_std: float) -> list[Path]:
+def save_adapters(
+    model, out_dir: Path, name: str, rank: int, seeds: tuple[int, ...], b_std: float
+) -> list[Path]:
     """One LoRA folder per seed (bf16 if the model is), on every linear layer; the model is left bare."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -124,8 +135,12 @@ def long_prompts(model_dir: Path, count: int, tokens: int) -> list[list[dict[str
         if len(ids) < tokens:
             continue
         body = tok.decode(ids[: tokens - 40])
-        prompts.append([{"role": "system", "content": "You are an ML engineer. Write one Python script."},
-                        {"role": "user", "content": f"Improve this solution:\n```python\n{body}\n```"}])
+        prompts.append(
+            [
+                {"role": "system", "content": "You are an ML engineer. Write one Python script."},
+                {"role": "user", "content": f"Improve this solution:\n```python\n{body}\n```"},
+            ]
+        )
         if len(prompts) == count:
             return prompts
     raise RuntimeError(f"fewer than {count} stdlib sources of {tokens} tokens")
@@ -139,11 +154,23 @@ def build_qwen35(out: Path, device: str) -> Path:
     from treegrpo.models import train_tokenizer
 
     tok = train_tokenizer(vocab_size=4096, max_bytes=1 << 20)
-    text = dict(vocab_size=8192, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
-                num_attention_heads=8, num_key_value_heads=2, head_dim=64, linear_num_key_heads=4,
-                linear_num_value_heads=8, linear_key_head_dim=64, linear_value_head_dim=64,
-                layer_types=["linear_attention"] * 3 + ["full_attention"], max_position_embeddings=4096,
-                eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    text = dict(
+        vocab_size=8192,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_num_key_heads=4,
+        linear_num_value_heads=8,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        max_position_embeddings=4096,
+        eos_token_id=tok.eos_token_id,
+        tie_word_embeddings=False,
+    )
     vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=512)
     cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
     torch.manual_seed(0)

@@ -26,8 +26,11 @@ def machine() -> dict:
         pass
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
         info["nvidia_smi"] = smi.stdout.strip()
     return info
 
@@ -56,16 +59,28 @@ def hbm_bandwidth(device: str) -> float | None:
     return bw
 
 
-def decode_bound(shape: M.Shape, hbm: float | None, batch: int, prompt: int, tokens: list[int], rank: int) -> dict:
+def decode_bound(
+    shape: M.Shape, hbm: float | None, batch: int, prompt: int, tokens: list[int], rank: int
+) -> dict:
     """Tokens/s if each decode step only read the weights (the issue's bound), and weights + LoRA +
     every sequence's KV cache at the mean context (each sibling reads the shared prompt's blocks)."""
     hbm = hbm or 4.8e12
     weights = shape.params() * 2
-    per_layer = (shape.hidden * 2 + shape.heads * shape.head_dim + shape.kv_heads * shape.head_dim * 2
-                 + shape.heads * shape.head_dim + shape.hidden + 3 * (shape.hidden + shape.intermediate))
+    per_layer = (
+        shape.hidden * 2
+        + shape.heads * shape.head_dim
+        + shape.kv_heads * shape.head_dim * 2
+        + shape.heads * shape.head_dim
+        + shape.hidden
+        + 3 * (shape.hidden + shape.intermediate)
+    )
     lora = rank * per_layer * shape.layers * 2
-    out = {"hbm_bytes_per_s": hbm, "weights_gb": weights / 1e9, "lora_gb": lora / 1e9,
-           "weights_only_tok_s": round(hbm / weights * batch)}
+    out = {
+        "hbm_bytes_per_s": hbm,
+        "weights_gb": weights / 1e9,
+        "lora_gb": lora / 1e9,
+        "weights_only_tok_s": round(hbm / weights * batch),
+    }
     for t in tokens:
         kv = batch * (prompt + t / 2) * shape.kv_bytes_per_token()
         out[f"with_kv_{t}_tok_s"] = round(hbm / (weights + lora + kv) * batch)
@@ -75,17 +90,25 @@ def decode_bound(shape: M.Shape, hbm: float | None, batch: int, prompt: int, tok
 
 def fresh(prompts: list, salt: int = 1) -> list:
     """The same prompts with a distinct first line: no prefix-cache hits from an earlier run."""
-    return [[m if m["role"] != "user" else {**m, "content": f"[run {salt}]\n{m['content']}"} for m in p]
-            for p in prompts]
+    return [
+        [m if m["role"] != "user" else {**m, "content": f"[run {salt}]\n{m['content']}"} for m in p]
+        for p in prompts
+    ]
 
 
 def vllm_backend(a, model_dir: Path):
     from treegrpo.services.sampler.backends._vllm import VllmBackend
     from treegrpo.services.sampler.config import VllmSettings
 
-    settings = VllmSettings(dtype=a.dtype, max_model_len=a.prompt_tokens + max(a.tokens) + 256,
-                            gpu_memory_utilization=a.gpu_memory_utilization, cpu_kvcache_gib=2,
-                            max_lora_rank=a.rank, max_num_seqs=max(64, a.groups * a.group), enforce_eager=a.small)
+    settings = VllmSettings(
+        dtype=a.dtype,
+        max_model_len=a.prompt_tokens + max(a.tokens) + 256,
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        cpu_kvcache_gib=2,
+        max_lora_rank=a.rank,
+        max_num_seqs=max(64, a.groups * a.group),
+        enforce_eager=a.small,
+    )
     return VllmBackend(model_dir, settings)
 
 
@@ -125,21 +148,32 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
             archive = await asyncio.to_thread(adapter_tar, folder)
             key = f"bench/v{version}.tar"
             sha, size = await bus.put_object(ADAPTERS, key, archive)
-            published = events.make_event("bench", "learner/bench", pb.PolicyPublished(
-                version=version, adapter_key=key, sha256=sha, bytes=size, step=version))
+            published = events.make_event(
+                "bench",
+                "learner/bench",
+                pb.PolicyPublished(version=version, adapter_key=key, sha256=sha, bytes=size, step=version),
+            )
             await bus.publish(published)
             ack = await push_adapter(address, "bench", version, archive, timeout_s=600)
             loaded = await bus.last_event("bench", Kind.POLICY_LOADED, (str(version), "bench"))
             if not ack.accepted or loaded is None:
                 raise RuntimeError(f"v{version} not loaded: {ack.reason}")
             comps = await backend.generate(prompt, 4, SamplingParams(max_new_tokens=128, seed=version))
-            rows.append({"version": version, "archive_mb": round(size / 1e6, 1),
-                         "published_to_loaded_s": round(loaded.envelope.time - published.envelope.time, 3),
-                         "loader_swap_s": round(ack.load_seconds, 3),
-                         "backend_add_lora_s": round(backend.last_swap_seconds, 3), "serving": backend.lora_name})
+            rows.append(
+                {
+                    "version": version,
+                    "archive_mb": round(size / 1e6, 1),
+                    "published_to_loaded_s": round(loaded.envelope.time - published.envelope.time, 3),
+                    "loader_swap_s": round(ack.load_seconds, 3),
+                    "backend_add_lora_s": round(backend.last_swap_seconds, 3),
+                    "serving": backend.lora_name,
+                }
+            )
             proof.append({"version": version, "adapter": (version - 1) % len(adapters), "completions": comps})
-        rec["swaps"] = {"rows": rows, "published_to_loaded_s_median":
-                        statistics.median(r["published_to_loaded_s"] for r in rows)}
+        rec["swaps"] = {
+            "rows": rows,
+            "published_to_loaded_s_median": statistics.median(r["published_to_loaded_s"] for r in rows),
+        }
     finally:
         await receiver.stop(0)
         await bus.close(2)
@@ -158,7 +192,7 @@ def learner(a, model_dir: Path, adapters: list[Path]):
         model.load_adapter(str(folder), adapter_name=f"a{i}", is_trainable=False)
     import torch
 
-    for name, p in model.named_parameters():   # every adapter in float32, as wrap_lora keeps the trained one
+    for name, p in model.named_parameters():  # every adapter in float32, as wrap_lora keeps the trained one
         if "lora_" in name and p.dtype != torch.float32:
             p.data = p.data.float()
     return model, PolicyTrainer(model, TrainerSettings(device=a.device, dtype=a.dtype))
@@ -181,8 +215,14 @@ def quantiles(xs: list[float]) -> dict:
     import numpy as np
 
     v = np.asarray(xs)
-    return {"n": int(v.size), "mean": float(v.mean()), "p50": float(np.quantile(v, 0.5)),
-            "p90": float(np.quantile(v, 0.9)), "p99": float(np.quantile(v, 0.99)), "max": float(v.max())}
+    return {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "p50": float(np.quantile(v, 0.5)),
+        "p90": float(np.quantile(v, 0.9)),
+        "p99": float(np.quantile(v, 0.99)),
+        "max": float(v.max()),
+    }
 
 
 async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled, proof) -> None:
@@ -196,18 +236,27 @@ async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled
         r = np.asarray(ratios)
         vllm_lp = np.concatenate([np.asarray(c.logprobs) for c in comps])
         rec["agreement"] = {
-            "abs_delta": quantiles(np.abs(deltas).tolist()), "mean_signed_delta": float(np.mean(deltas)),
+            "abs_delta": quantiles(np.abs(deltas).tolist()),
+            "mean_signed_delta": float(np.mean(deltas)),
             "mean_sampled_logprob": float(vllm_lp.mean()),
-            "tis_raw_ratio": quantiles(r.tolist()), "tis_ratio_p1": float(np.quantile(r, 0.01)),
-            "share_capped_at_2": float((r > 2.0).mean()), "share_below_0.5": float((r < 0.5).mean()),
-            "tis_weight_mean_capped": float(np.minimum(r, 2.0).mean())}
+            "tis_raw_ratio": quantiles(r.tolist()),
+            "tis_ratio_p1": float(np.quantile(r, 0.01)),
+            "share_capped_at_2": float((r > 2.0).mean()),
+            "share_below_0.5": float((r < 0.5).mean()),
+            "tis_weight_mean_capped": float(np.minimum(r, 2.0).mean()),
+        }
         rows = []
         for p in proof or []:
             served, other = names[p["adapter"]], names[1 - p["adapter"]]
             d_served, _ = compare(trainer, p["completions"], served)
             d_other, _ = compare(trainer, p["completions"], other)
-            rows.append({"version": p["version"], "mean_abs_delta_vs_new_adapter": float(np.abs(d_served).mean()),
-                         "mean_abs_delta_vs_previous_adapter": float(np.abs(d_other).mean())})
+            rows.append(
+                {
+                    "version": p["version"],
+                    "mean_abs_delta_vs_new_adapter": float(np.abs(d_served).mean()),
+                    "mean_abs_delta_vs_previous_adapter": float(np.abs(d_other).mean()),
+                }
+            )
         rec["swap_proof"] = rows
         M.free(model, trainer)
 
@@ -222,10 +271,18 @@ async def qwen35_phase(a, rec, work: Path) -> None:
 
     model = await asyncio.to_thread(M.build_qwen35, work / "q35", a.device)
     adapter = await asyncio.to_thread(M.qwen35_causal_adapter, model, work / "q35-lora", a.device)
-    settings = VllmSettings(dtype="bfloat16", max_model_len=1024, gpu_memory_utilization=0.15, max_lora_rank=16,
-                            enforce_eager=True, language_model_only=True, cpu_kvcache_gib=1, max_num_seqs=8,
-                            enable_prefix_caching=False,   # fewer mamba-state modes to set up and compile
-                            gdn_prefill_backend="triton" if a.device == "cuda" else "")
+    settings = VllmSettings(
+        dtype="bfloat16",
+        max_model_len=1024,
+        gpu_memory_utilization=0.15,
+        max_lora_rank=16,
+        enforce_eager=True,
+        language_model_only=True,
+        cpu_kvcache_gib=1,
+        max_num_seqs=8,
+        enable_prefix_caching=False,  # fewer mamba-state modes to set up and compile
+        gdn_prefill_backend="triton" if a.device == "cuda" else "",
+    )
     backend = VllmBackend(model, settings)
     msgs = [{"role": "user", "content": "Write a training script for tabular data."}]
     sp = SamplingParams(max_new_tokens=32, seed=5)
@@ -233,12 +290,12 @@ async def qwen35_phase(a, rec, work: Path) -> None:
         base = await backend.generate(msgs, 4, sp)
         from vllm.lora.request import LoRARequest
 
-        raw = LoRARequest("raw-causal-keys", 999, str(adapter))   # what vLLM gets without our renaming
+        raw = LoRARequest("raw-causal-keys", 999, str(adapter))  # what vLLM gets without our renaming
         await backend._engine.add_lora(raw)
         backend._lora = raw
         unrenamed = await backend.generate(msgs, 4, sp)
         backend._lora = None
-        await backend.load_adapter(1, adapter)                      # renamed into <adapter>.vllm
+        await backend.load_adapter(1, adapter)  # renamed into <adapter>.vllm
         renamed = await backend.generate(msgs, 4, sp)
     finally:
         await backend.close()
@@ -246,9 +303,12 @@ async def qwen35_phase(a, rec, work: Path) -> None:
     def ids(cs):
         return [c.token_ids for c in cs]
 
-    rec["qwen35"] = {"unrenamed_equals_base": ids(unrenamed) == ids(base),
-                     "renamed_differs_from_base": ids(renamed) != ids(base),
-                     "renamed_folder": str(adapter) + ".vllm", "served": backend.lora_name}
+    rec["qwen35"] = {
+        "unrenamed_equals_base": ids(unrenamed) == ids(base),
+        "renamed_differs_from_base": ids(renamed) != ids(base),
+        "renamed_folder": str(adapter) + ".vllm",
+        "served": backend.lora_name,
+    }
 
 
 def plot(data: dict, path: Path) -> None:
@@ -259,8 +319,10 @@ def plot(data: dict, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    bars = {"hf, 1 group, LoRA": data.get("hf_lora_one_group", {}).get("tok_s"),
-            "vllm base": data.get("vllm_base", {}).get("tok_s")}
+    bars = {
+        "hf, 1 group, LoRA": data.get("hf_lora_one_group", {}).get("tok_s"),
+        "vllm base": data.get("vllm_base", {}).get("tok_s"),
+    }
     for t in data["args"]["tokens"]:
         bars[f"vllm LoRA, {t} tok"] = data.get(f"vllm_lora_{t}", {}).get("tok_s")
     bars = {k: v for k, v in bars.items() if v}
@@ -269,7 +331,9 @@ def plot(data: dict, path: Path) -> None:
     bound = data.get("bound", {})
     ax.axhline(bound.get("weights_only_tok_s", 0), color="#c33", ls="--", label="bound: weights only")
     t = data["args"]["tokens"][0]
-    ax.axhline(bound.get(f"with_kv_{t}_tok_s", 0), color="#c93", ls=":", label=f"bound: weights + KV ({t} tok)")
+    ax.axhline(
+        bound.get(f"with_kv_{t}_tok_s", 0), color="#c93", ls=":", label=f"bound: weights + KV ({t} tok)"
+    )
     ax.set_ylabel("sampled tokens / s")
     ax.set_title(f"{data['machine'].get('gpu', 'cpu')}: 4 groups x G16, ~2k-token prompts", fontsize=9)
     ax.legend(fontsize=7)

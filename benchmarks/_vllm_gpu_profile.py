@@ -49,10 +49,14 @@ def kernel_table(prof, wall_s: float, steps: int) -> dict:
         buckets[bucket(name)] = buckets.get(bucket(name), 0.0) + sec
     top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
     return {
-        "wall_s": round(wall_s, 3), "kernel_s": round(total, 3), "decode_steps": steps,
+        "wall_s": round(wall_s, 3),
+        "kernel_s": round(total, 3),
+        "decode_steps": steps,
         "gpu_busy_share": round(total / wall_s, 3),
-        "buckets": {k: {"share": round(v / total, 3), "ms_per_step": round(1e3 * v / steps, 3)}
-                    for k, v in sorted(buckets.items(), key=lambda kv: -kv[1])},
+        "buckets": {
+            k: {"share": round(v / total, 3), "ms_per_step": round(1e3 * v / steps, 3)}
+            for k, v in sorted(buckets.items(), key=lambda kv: -kv[1])
+        },
         "top_kernels": [{"name": n[:120], "share": round(s / total, 4), "bucket": bucket(n)} for n, s in top],
     }
 
@@ -61,9 +65,18 @@ def _engine(model_dir: Path, rank: int, mem: float):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in this process: the profiler sees it
     from vllm import LLM
 
-    return LLM(model=str(model_dir), dtype="bfloat16", enable_lora=True, max_lora_rank=rank, max_loras=2,
-               max_num_seqs=64, max_model_len=4096, gpu_memory_utilization=mem, seed=0,
-               enable_prefix_caching=True)
+    return LLM(
+        model=str(model_dir),
+        dtype="bfloat16",
+        enable_lora=True,
+        max_lora_rank=rank,
+        max_loras=2,
+        max_num_seqs=64,
+        max_model_len=4096,
+        gpu_memory_utilization=mem,
+        seed=0,
+        enable_prefix_caching=True,
+    )
 
 
 def _prompts(model_dir: Path, groups: int, tokens: int, salt: str) -> list[str]:
@@ -73,7 +86,9 @@ def _prompts(model_dir: Path, groups: int, tokens: int, salt: str) -> list[str]:
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     chats = M.long_prompts(model_dir, groups, tokens)
-    return [f"{salt}\n" + tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    return [
+        f"{salt}\n" + tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats
+    ]
 
 
 def _decode(llm, prompts: list[str], group: int, tokens: int, lora, seed: int) -> tuple[float, int]:
@@ -108,10 +123,10 @@ def profile_phase(a, rec, model_dir: Path, adapters: list[Path]) -> None:
     steps = a.profile_tokens
     for label, req in (("lora", lora), ("base", None)):
         prompts = _prompts(model_dir, a.groups, a.prompt_tokens, f"profile {label}")
-        _decode(llm, prompts, a.group, 1, req, 1)            # prefill outside the profile: decode only
+        _decode(llm, prompts, a.group, 1, req, 1)  # prefill outside the profile: decode only
         sync()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            wall, n = _decode(llm, prompts, a.group, steps, req, 2)   # prefix-cached prompts: ~pure decode
+            wall, n = _decode(llm, prompts, a.group, steps, req, 2)  # prefix-cached prompts: ~pure decode
             sync()
         table = kernel_table(prof, wall, steps)
         table["tok_s"] = round(n / wall)

@@ -37,8 +37,13 @@ from treegrpo.embedded import EmbeddedNats  # noqa: E402
 
 def baseline_json(root: Path) -> tuple[float, int]:
     """Plain json.loads + json.dumps of every node line (what a naive exporter does), seconds and bytes out."""
-    lines = [line for f in sorted(root.rglob("*.jsonl")) if f.name != "timing.jsonl"
-             for line in f.read_bytes().splitlines() if line.strip()]
+    lines = [
+        line
+        for f in sorted(root.rglob("*.jsonl"))
+        if f.name != "timing.jsonl"
+        for line in f.read_bytes().splitlines()
+        if line.strip()
+    ]
     records = [json.loads(line) for line in lines]
     t = time.process_time()
     size = sum(len(json.dumps(r)) + 1 for r in records)
@@ -65,9 +70,18 @@ async def one_repeat(src: Path, work: Path, i: int) -> dict[str, float]:
     read = sum(r.bytes for r in imported)
     written = sum(r.bytes for r in exported)
     shutil.rmtree(out, ignore_errors=True)
-    return {"nodes": nodes, "import_s": t_imp, "import_mb_s": read / 1e6 / t_imp, "import_nodes_s": nodes / t_imp,
-            "export_s": t_exp, "export_mb_s": written / 1e6 / t_exp, "export_nodes_s": nodes / t_exp,
-            "export_mb": written / 1e6, "import_cpu_mb_s": read / 1e6 / c_imp, "export_cpu_mb_s": written / 1e6 / c_exp}
+    return {
+        "nodes": nodes,
+        "import_s": t_imp,
+        "import_mb_s": read / 1e6 / t_imp,
+        "import_nodes_s": nodes / t_imp,
+        "export_s": t_exp,
+        "export_mb_s": written / 1e6 / t_exp,
+        "export_nodes_s": nodes / t_exp,
+        "export_mb": written / 1e6,
+        "import_cpu_mb_s": read / 1e6 / c_imp,
+        "export_cpu_mb_s": written / 1e6 / c_exp,
+    }
 
 
 async def main() -> None:
@@ -88,22 +102,38 @@ async def main() -> None:
         r = await one_repeat(src, work, i)
         b_s, b_bytes = baseline_json(src)
         r["baseline_mb_s"] = b_bytes / 1e6 / b_s
-        console.print(f"repeat {i + 1}: import {r['import_mb_s']:.1f} MB/s ({r['import_cpu_mb_s']:.1f}/CPU-s), "
-                      f"export {r['export_mb_s']:.1f} MB/s ({r['export_cpu_mb_s']:.1f}/CPU-s), "
-                      f"baseline json.dumps {r['baseline_mb_s']:.1f} MB/CPU-s")
+        console.print(
+            f"repeat {i + 1}: import {r['import_mb_s']:.1f} MB/s ({r['import_cpu_mb_s']:.1f}/CPU-s), "
+            f"export {r['export_mb_s']:.1f} MB/s ({r['export_cpu_mb_s']:.1f}/CPU-s), "
+            f"baseline json.dumps {r['baseline_mb_s']:.1f} MB/CPU-s"
+        )
         runs.append(r)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    t = Table(title=f"archive throughput, median of {a.repeats} ({int(med['nodes'])} nodes, {med['export_mb']:.0f} MB)")
+    t = Table(
+        title=f"archive throughput, median of {a.repeats} ({int(med['nodes'])} nodes, {med['export_mb']:.0f} MB)"
+    )
     for c in ("", "MB/s (wall)", "MB per CPU-s (this process)", "nodes/s", "seconds"):
         t.add_column(c, justify="right")
-    t.add_row("import (files → JetStream)", f"{med['import_mb_s']:.1f}", f"{med['import_cpu_mb_s']:.1f}",
-              f"{med['import_nodes_s']:.0f}", f"{med['import_s']:.1f}")
-    t.add_row("export (JetStream → files)", f"{med['export_mb_s']:.1f}", f"{med['export_cpu_mb_s']:.1f}",
-              f"{med['export_nodes_s']:.0f}", f"{med['export_s']:.1f}")
+    t.add_row(
+        "import (files → JetStream)",
+        f"{med['import_mb_s']:.1f}",
+        f"{med['import_cpu_mb_s']:.1f}",
+        f"{med['import_nodes_s']:.0f}",
+        f"{med['import_s']:.1f}",
+    )
+    t.add_row(
+        "export (JetStream → files)",
+        f"{med['export_mb_s']:.1f}",
+        f"{med['export_cpu_mb_s']:.1f}",
+        f"{med['export_nodes_s']:.0f}",
+        f"{med['export_s']:.1f}",
+    )
     t.add_row("baseline: json.dumps only", "", f"{med['baseline_mb_s']:.1f}", "", "")
     console.print(t)
-    console.print(f"export / baseline (per CPU-s) = {med['export_cpu_mb_s'] / med['baseline_mb_s']:.2f}×, "
-                  f"(wall) = {med['export_mb_s'] / med['baseline_mb_s']:.2f}×")
+    console.print(
+        f"export / baseline (per CPU-s) = {med['export_cpu_mb_s'] / med['baseline_mb_s']:.2f}×, "
+        f"(wall) = {med['export_mb_s'] / med['baseline_mb_s']:.2f}×"
+    )
     if a.dir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -33,13 +33,20 @@ def main() -> None:
             sync = run_mode(Path(tmp), 0)
             asyn = run_mode(Path(tmp), 1)
         rows.append((sync, asyn))
-        print(f"repeat {r}: sync period {sync[0]:.1f}s (rollout {sync[1]:.1f} + train {sync[2]:.1f}); "
-              f"async period {asyn[0]:.1f}s (rollout {asyn[1]:.1f}, train {asyn[2]:.1f})")
+        print(
+            f"repeat {r}: sync period {sync[0]:.1f}s (rollout {sync[1]:.1f} + train {sync[2]:.1f}); "
+            f"async period {asyn[0]:.1f}s (rollout {asyn[1]:.1f}, train {asyn[2]:.1f})"
+        )
     sync_p = statistics.median(s[0] for s, _ in rows)
     async_p = statistics.median(a[0] for _, a in rows)
-    out = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} 2 cores",
-           "sync_period_s": sync_p, "async_period_s": async_p, "speedup": sync_p / async_p,
-           "async_over_max": async_p / statistics.median(max(a[1], a[2]) for _, a in rows)}
+    out = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} 2 cores",
+        "sync_period_s": sync_p,
+        "async_period_s": async_p,
+        "speedup": sync_p / async_p,
+        "async_over_max": async_p / statistics.median(max(a[1], a[2]) for _, a in rows),
+    }
     print(json.dumps(out, indent=2))
 
 

@@ -48,8 +48,13 @@ async def ours(bus: Bus, run: str, n: int) -> float:
         if count >= n:
             done.set()
 
-    consumer = Consumer(bus, f"bench-{run}", [f"tg.{run}.node.sampled.>"], on,
-                        ConsumerOptions(max_inflight=512, fetch_timeout_s=0.5))
+    consumer = Consumer(
+        bus,
+        f"bench-{run}",
+        [f"tg.{run}.node.sampled.>"],
+        on,
+        ConsumerOptions(max_inflight=512, fetch_timeout_s=0.5),
+    )
     t0 = time.perf_counter()
     task = asyncio.create_task(consumer.run(done))
     await done.wait()
@@ -60,8 +65,12 @@ async def ours(bus: Bus, run: str, n: int) -> float:
 
 async def baseline(bus: Bus, run: str, n: int) -> float:
     await publish_all(bus, run, n)
-    cfg = api.ConsumerConfig(durable_name=f"raw-{run}", filter_subject=f"tg.{run}.>",
-                             ack_policy=api.AckPolicy.EXPLICIT, max_ack_pending=-1)
+    cfg = api.ConsumerConfig(
+        durable_name=f"raw-{run}",
+        filter_subject=f"tg.{run}.>",
+        ack_policy=api.AckPolicy.EXPLICIT,
+        max_ack_pending=-1,
+    )
     sub = await bus.js.pull_subscribe(f"tg.{run}.>", durable=f"raw-{run}", stream=STREAM, config=cfg)
     got = 0
     t0 = time.perf_counter()
@@ -82,8 +91,13 @@ async def latency(bus: Bus, run: str, rate: int, seconds: float) -> list[float]:
         if len(lat) >= total:
             stop.set()
 
-    consumer = Consumer(bus, f"lat-{run}", [f"tg.{run}.node.sampled.>"], on,
-                        ConsumerOptions(max_inflight=64, fetch_timeout_s=0.2))
+    consumer = Consumer(
+        bus,
+        f"lat-{run}",
+        [f"tg.{run}.node.sampled.>"],
+        on,
+        ConsumerOptions(max_inflight=64, fetch_timeout_s=0.2),
+    )
     task = asyncio.create_task(consumer.run(stop))
     await asyncio.sleep(0.5)  # consumer bound
     t0 = time.perf_counter()
@@ -92,8 +106,9 @@ async def latency(bus: Bus, run: str, rate: int, seconds: float) -> list[float]:
         delay = target - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        await bus.js.publish_async(f"tg.{run}.node.sampled.n{i:08d}", ev.encode(make(run, i)),
-                                   headers={"Nats-Msg-Id": f"{run}.{i}"})
+        await bus.js.publish_async(
+            f"tg.{run}.node.sampled.n{i:08d}", ev.encode(make(run, i)), headers={"Nats-Msg-Id": f"{run}.{i}"}
+        )
     await asyncio.wait_for(stop.wait(), 30)
     await task
     return lat
@@ -113,12 +128,16 @@ async def main(args) -> dict:
         await bus.close()
     p = lambda q: lats[min(len(lats) - 1, int(q * len(lats)))] * 1000  # noqa: E731
     result = {
-        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {platform.processor() or ''} "
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {platform.processor() or ''} "
         f"{__import__('os').cpu_count()} cores".strip(),
-        "events": args.events, "repeats": args.repeats,
+        "events": args.events,
+        "repeats": args.repeats,
         "baseline_eps_median": statistics.median(b for b, _ in rows),
         "treegrpo_eps_median": statistics.median(m for _, m in rows),
-        "latency_rate": args.rate, "latency_p50_ms": p(0.50), "latency_p99_ms": p(0.99),
+        "latency_rate": args.rate,
+        "latency_p50_ms": p(0.50),
+        "latency_p99_ms": p(0.99),
     }
     result["ratio_vs_baseline"] = result["treegrpo_eps_median"] / result["baseline_eps_median"]
     print(json.dumps(result, indent=2))

@@ -26,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-SRC = os.environ.get("TG_BENCH_SRC") or str(Path(__file__).resolve().parents[1])  # --base runs us with its tree
+SRC = os.environ.get("TG_BENCH_SRC") or str(
+    Path(__file__).resolve().parents[1]
+)  # --base runs us with its tree
 sys.path.insert(0, SRC)
 
 from rich.progress import Progress  # noqa: E402
@@ -43,7 +45,13 @@ async def bare_start() -> float:
 
 async def sandbox_run(backend: LocalBackend, i: int) -> float:
     code = "pass\n"
-    job = Job("bench", f"{i:012x}", "none", code, Limits.for_node(parse_declaration(code, backend.cfg.gate), backend.cfg))
+    job = Job(
+        "bench",
+        f"{i:012x}",
+        "none",
+        code,
+        Limits.for_node(parse_declaration(code, backend.cfg.gate), backend.cfg),
+    )
     t0 = time.perf_counter()
     out = await backend.run(job)
     elapsed = time.perf_counter() - t0
@@ -55,7 +63,9 @@ def p95(xs: list[float]) -> float:
     return sorted(xs)[max(0, int(round(0.95 * len(xs))) - 1)]
 
 
-async def one_repeat(root: Path, samples: int, concurrent: int, progress, task, disk: str | None = None) -> dict:
+async def one_repeat(
+    root: Path, samples: int, concurrent: int, progress, task, disk: str | None = None
+) -> dict:
     local = {"workspace_root": str(root / "ws"), "hidden_paths": [], **({"disk": disk} if disk else {})}
     cfg = ExecutorConfig(max_concurrency=concurrent, public_data_roots=[], timeout_s=60, local=local)
     backend = LocalBackend(cfg)
@@ -73,20 +83,29 @@ async def one_repeat(root: Path, samples: int, concurrent: int, progress, task, 
     sand_tp = concurrent / (time.perf_counter() - t0)
     progress.advance(task)
     await backend.close()
-    return {"jailed": backend.jailed, "baseline": base, "sandbox": sand,
-            "baseline_median": statistics.median(base), "sandbox_median": statistics.median(sand),
-            "sandbox_p95": p95(sand), "overhead_median": statistics.median(sand) - statistics.median(base),
-            "throughput_nodes_s": sand_tp, "baseline_throughput_s": base_tp}
+    return {
+        "jailed": backend.jailed,
+        "baseline": base,
+        "sandbox": sand,
+        "baseline_median": statistics.median(base),
+        "sandbox_median": statistics.median(sand),
+        "sandbox_p95": p95(sand),
+        "overhead_median": statistics.median(sand) - statistics.median(base),
+        "throughput_nodes_s": sand_tp,
+        "baseline_throughput_s": base_tp,
+    }
 
 
 def summarize(reps: list[dict]) -> dict:
     med = statistics.median
-    out = {"baseline_median_ms": 1000 * med(r["baseline_median"] for r in reps),
-           "sandbox_median_ms": 1000 * med(r["sandbox_median"] for r in reps),
-           "sandbox_p95_ms": 1000 * med(r["sandbox_p95"] for r in reps),
-           "overhead_median_ms": 1000 * med(r["overhead_median"] for r in reps),
-           "throughput_nodes_s": med(r["throughput_nodes_s"] for r in reps),
-           "baseline_throughput_s": med(r["baseline_throughput_s"] for r in reps)}
+    out = {
+        "baseline_median_ms": 1000 * med(r["baseline_median"] for r in reps),
+        "sandbox_median_ms": 1000 * med(r["sandbox_median"] for r in reps),
+        "sandbox_p95_ms": 1000 * med(r["sandbox_p95"] for r in reps),
+        "overhead_median_ms": 1000 * med(r["overhead_median"] for r in reps),
+        "throughput_nodes_s": med(r["throughput_nodes_s"] for r in reps),
+        "baseline_throughput_s": med(r["baseline_throughput_s"] for r in reps),
+    }
     out["ratio_median"] = out["sandbox_median_ms"] / out["baseline_median_ms"]
     out["throughput_ratio"] = out["throughput_nodes_s"] / out["baseline_throughput_s"]
     return out
@@ -95,9 +114,24 @@ def summarize(reps: list[dict]) -> dict:
 def base_repeat(base: Path, samples: int, concurrent: int, tmp: Path) -> dict:
     """One repeat of the other checkout's executor, in a process of its own (its modules, not ours)."""
     out = tmp / "base.json"
-    subprocess.run([sys.executable, __file__, "--samples", str(samples), "--repeats", "1", "--concurrent",
-                    str(concurrent), "--json", str(out), "--quiet"], check=True, cwd=base,
-                   env={**os.environ, "TG_BENCH_SRC": str(base), "PYTHONPATH": str(base)})
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--samples",
+            str(samples),
+            "--repeats",
+            "1",
+            "--concurrent",
+            str(concurrent),
+            "--json",
+            str(out),
+            "--quiet",
+        ],
+        check=True,
+        cwd=base,
+        env={**os.environ, "TG_BENCH_SRC": str(base), "PYTHONPATH": str(base)},
+    )
     return json.loads(out.read_text())["repeats"][0]
 
 
@@ -108,8 +142,10 @@ def plot(reps: list[dict], path: Path, base_reps: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    series = [("python -c pass", [x for r in reps for x in r["baseline"]]),
-              ("sandboxed node", [x for r in reps for x in r["sandbox"]])]
+    series = [
+        ("python -c pass", [x for r in reps for x in r["baseline"]]),
+        ("sandboxed node", [x for r in reps for x in r["sandbox"]]),
+    ]
     if base_reps:
         series.append(("previous release", [x for r in base_reps for x in r["sandbox"]]))
     for label, xs in series:
@@ -130,7 +166,9 @@ async def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--concurrent", type=int, default=32)
     ap.add_argument("--base", type=Path, default=None, help="another checkout to measure in the same run")
-    ap.add_argument("--disk", choices=["auto", "loop", "tmpfs"], default=None, help="local.disk of our executor")
+    ap.add_argument(
+        "--disk", choices=["auto", "loop", "tmpfs"], default=None, help="local.disk of our executor"
+    )
     ap.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
@@ -142,8 +180,15 @@ async def main() -> None:
             reps.append(await one_repeat(Path(tmp), args.samples, args.concurrent, progress, task, args.disk))
             if args.base:
                 base_reps.append(base_repeat(args.base, args.samples, args.concurrent, Path(tmp)))
-    summary = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "jailed": reps[0]["jailed"],
-               "samples": args.samples, "repeats": args.repeats, "disk": args.disk or "default", **summarize(reps)}
+    summary = {
+        "date": time.strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "jailed": reps[0]["jailed"],
+        "samples": args.samples,
+        "repeats": args.repeats,
+        "disk": args.disk or "default",
+        **summarize(reps),
+    }
     if base_reps:
         summary["base"] = summarize(base_reps)
         summary["overhead_vs_base_ms"] = summary["sandbox_median_ms"] - summary["base"]["sandbox_median_ms"]

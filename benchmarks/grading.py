@@ -30,8 +30,11 @@ from treegrpo.tasks._task import task_from_spec
 def make_case(root: Path, competition: str, rows: int, rng: np.random.Generator):
     """Answers and a valid, imperfect submission of `rows` test rows for one competition."""
     spec = COMPETITIONS[competition]
-    ids = np.arange(1, rows + 1) if spec.id_column == "id" and competition.startswith("dogs") \
+    ids = (
+        np.arange(1, rows + 1)
+        if spec.id_column == "id" and competition.startswith("dogs")
         else [f"t{v:07d}" for v in range(rows)]
+    )
     k = len(spec.target_columns)
     labels = rng.integers(0, k if k > 1 else 2, rows)
     truth = np.eye(max(k, 2))[labels][:, :k] if k > 1 else labels[:, None]
@@ -82,10 +85,20 @@ def main() -> None:
     args = ap.parse_args()
     console = Console(width=160)
     rng = np.random.default_rng(0)
-    table = Table(title=f"grading a {args.rows}-row submission, median of {args.repeats} "
-                        f"({platform.node()}, {platform.processor() or platform.machine()})")
-    for col in ("competition", "grade ms", "grade p90 ms", "read_csv ms", "mle-bench way ms",
-                "grade / read_csv", "grade / mle-bench way", "score"):
+    table = Table(
+        title=f"grading a {args.rows}-row submission, median of {args.repeats} "
+        f"({platform.node()}, {platform.processor() or platform.machine()})"
+    )
+    for col in (
+        "competition",
+        "grade ms",
+        "grade p90 ms",
+        "read_csv ms",
+        "mle-bench way ms",
+        "grade / read_csv",
+        "grade / mle-bench way",
+        "score",
+    ):
         table.add_column(col)
     medians: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,14 +107,27 @@ def main() -> None:
             result = grade_submission(task, path)  # warm: answers cached, as in the service
             assert result.status == "ok", result.grade_error
             assert round(sklearn_grade(task, path), 5) == result.test_metric
-            grade, base, mle = interleaved([lambda: grade_submission(task, path),  # noqa: B023
-                                            lambda: pd.read_csv(path),  # noqa: B023
-                                            lambda: sklearn_grade(task, path)], args.repeats)  # noqa: B023
+            grade, base, mle = interleaved(
+                [
+                    lambda: grade_submission(task, path),  # noqa: B023
+                    lambda: pd.read_csv(path),  # noqa: B023
+                    lambda: sklearn_grade(task, path),  # noqa: B023
+                ],
+                args.repeats,
+            )  # noqa: B023
             g, b, m = (statistics.median(x) for x in (grade, base, mle))
             medians[competition] = (g, b, m)
             p90 = sorted(grade)[int(0.9 * (len(grade) - 1))]
-            table.add_row(competition, f"{g * 1e3:.1f}", f"{p90 * 1e3:.1f}", f"{b * 1e3:.1f}", f"{m * 1e3:.1f}",
-                          f"{g / b:.1f}x", f"{g / m:.2f}x", f"{result.test_metric}")
+            table.add_row(
+                competition,
+                f"{g * 1e3:.1f}",
+                f"{p90 * 1e3:.1f}",
+                f"{b * 1e3:.1f}",
+                f"{m * 1e3:.1f}",
+                f"{g / b:.1f}x",
+                f"{g / m:.2f}x",
+                f"{result.test_metric}",
+            )
     console.print(table)
     if args.plot:
         plot(medians, args.rows, args.plot)
@@ -115,8 +141,13 @@ def plot(medians: dict[str, tuple[float, float, float]], rows: int, path: Path) 
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
     x = np.arange(len(medians))
-    for k, (label, colour) in enumerate([("grade_submission", "#4c72b0"), ("pandas.read_csv", "#999999"),
-                                          ("MLE-bench way (pandas + sklearn)", "#dd8452")]):
+    for k, (label, colour) in enumerate(
+        [
+            ("grade_submission", "#4c72b0"),
+            ("pandas.read_csv", "#999999"),
+            ("MLE-bench way (pandas + sklearn)", "#dd8452"),
+        ]
+    ):
         ax.bar(x + (k - 1) * 0.27, [v[k] * 1e3 for v in medians.values()], 0.27, label=label, color=colour)
     ax.axhline(50, color="red", lw=1, ls="--", label="target 50 ms")
     ax.set_xticks(x, [c.split("-")[0] for c in medians])

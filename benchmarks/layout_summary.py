@@ -30,8 +30,11 @@ def _median(xs: list[float]) -> float | None:
 
 def rollouts(spans: list[dict]) -> dict[int, float]:
     """Round -> seconds from the round's first sampled group to its last graded node."""
-    round_of = {s["trace_id"]: int(s["attributes"]["treegrpo.round"]) for s in spans
-                if s["name"] == "sampler sample group"}
+    round_of = {
+        s["trace_id"]: int(s["attributes"]["treegrpo.round"])
+        for s in spans
+        if s["name"] == "sampler sample group"
+    }
     window: dict[int, list[int]] = defaultdict(lambda: [2**63, 0])
     for s in spans:
         r = round_of.get(s["trace_id"])
@@ -50,9 +53,12 @@ def dmon(path: Path) -> dict:
             continue
         sm.append(float(cols[1]))
         mem.append(float(cols[2]) if cols[2].isdigit() else 0.0)
-    return {"samples": len(sm), "sm_mean_pct": round(statistics.fmean(sm), 1) if sm else None,
-            "mem_mean_pct": round(statistics.fmean(mem), 1) if mem else None,
-            "sm_busy_share": round(sum(x > 0 for x in sm) / len(sm), 3) if sm else None}
+    return {
+        "samples": len(sm),
+        "sm_mean_pct": round(statistics.fmean(sm), 1) if sm else None,
+        "mem_mean_pct": round(statistics.fmean(mem), 1) if mem else None,
+        "sm_busy_share": round(sum(x > 0 for x in sm) / len(sm), 3) if sm else None,
+    }
 
 
 def arm(out: Path, name: str) -> dict:
@@ -61,17 +67,24 @@ def arm(out: Path, name: str) -> dict:
     steps = sorted((s for s in spans if s["name"] == "learner.step"), key=lambda s: s["end_ns"])
     ends = [s["end_ns"] for s in steps]
     periods = [(b - a) / 1e9 for a, b in zip(ends, ends[1:], strict=False)]
-    timing = [json.loads(x) for f in run_dir.glob("export/*/timing.jsonl") for x in f.read_text().splitlines()]
+    timing = [
+        json.loads(x) for f in run_dir.glob("export/*/timing.jsonl") for x in f.read_text().splitlines()
+    ]
     train = [t["total_s"] - t["phases_s"].get("gen", 0.0) for t in timing]
     total = sum(t["total_s"] for t in timing) or 1e-9
     roll = rollouts(spans)
     starts = [s["start_ns"] for s in spans]
     rec = {
-        "run_dir": str(run_dir), "steps": len(steps), "rounds": len(roll),
+        "run_dir": str(run_dir),
+        "steps": len(steps),
+        "rounds": len(roll),
         "wall_s": round((max(s["end_ns"] for s in spans) - min(starts)) / 1e9, 1) if spans else None,
-        "step_period_s": _median(periods), "periods_s": [round(p, 2) for p in periods],
-        "rollout_s": _median(list(roll.values())), "rollouts_s": {r: round(v, 2) for r, v in roll.items()},
-        "train_s": _median(train), "trains_s": [round(x, 2) for x in train],
+        "step_period_s": _median(periods),
+        "periods_s": [round(p, 2) for p in periods],
+        "rollout_s": _median(list(roll.values())),
+        "rollouts_s": {r: round(v, 2) for r, v in roll.items()},
+        "train_s": _median(train),
+        "trains_s": [round(x, 2) for x in train],
         "gen_share": round(sum(t["phases_s"].get("gen", 0.0) for t in timing) / total, 3),
         "gpu": dmon(out / f"dmon_{name}.log"),
     }
@@ -95,8 +108,17 @@ def main() -> None:
     if all(result.get(n, {}).get("wall_s") for n in ARMS):
         result["async_over_sync_wall"] = round(result["async"]["wall_s"] / result["sync"]["wall_s"], 3)
     (out / "layout.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({n: {k: v for k, v in r.items() if not k.endswith("s_s") and k != "periods_s"}
-                      if isinstance(r, dict) else r for n, r in result.items()}, indent=1))
+    print(
+        json.dumps(
+            {
+                n: {k: v for k, v in r.items() if not k.endswith("s_s") and k != "periods_s"}
+                if isinstance(r, dict)
+                else r
+                for n, r in result.items()
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

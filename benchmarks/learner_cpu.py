@@ -43,8 +43,8 @@ def naive(model, batch: list[TrainSample], opt) -> None:
     mask = torch.zeros(len(batch), width)
     for j, s in enumerate(batch):
         seq = list(s.prompt_ids) + list(s.response_ids)
-        ids[j, :len(seq)] = torch.tensor(seq)
-        mask[j, len(s.prompt_ids):len(seq)] = 1
+        ids[j, : len(seq)] = torch.tensor(seq)
+        mask[j, len(s.prompt_ids) : len(seq)] = 1
     adv = torch.tensor([[s.advantage] for s in batch])
     logits = model(input_ids=ids).logits.float()
     logp = torch.log_softmax(logits, -1)[:, :-1].gather(2, ids[:, 1:, None]).squeeze(2)
@@ -70,8 +70,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     vocab = 4096
-    model = wrap_lora(tiny_qwen3(vocab=vocab, hidden=128, layers=4, heads=4, kv_heads=2),
-                      SimpleNamespace(r=32, alpha=32.0, dropout=0.0, target_modules="all-linear"))
+    model = wrap_lora(
+        tiny_qwen3(vocab=vocab, hidden=128, layers=4, heads=4, kv_heads=2),
+        SimpleNamespace(r=32, alpha=32.0, dropout=0.0, target_modules="all-linear"),
+    )
     batch = samples(16, vocab)
     tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in batch)
     trainer = PolicyTrainer(model, TrainerSettings(micro_batch_tokens=4096, lr=1e-5))

@@ -45,15 +45,45 @@ import torch  # noqa: E402
 PEAK = 989e12
 LORA = {"r": 32, "alpha": 32.0, "dropout": 0.0, "target_modules": "all-linear"}
 SHAPES = {  # name: Qwen3Config kwargs (GPU), and the tiny stand-in used on the CPU
-    "8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-               intermediate_size=12288, vocab_size=151936, head_dim=128),
-    "27b": dict(hidden_size=5120, num_hidden_layers=64, num_attention_heads=24, num_key_value_heads=4,
-                intermediate_size=17408, vocab_size=248320, head_dim=256),
+    "8b": dict(
+        hidden_size=4096,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=12288,
+        vocab_size=151936,
+        head_dim=128,
+    ),
+    "27b": dict(
+        hidden_size=5120,
+        num_hidden_layers=64,
+        num_attention_heads=24,
+        num_key_value_heads=4,
+        intermediate_size=17408,
+        vocab_size=248320,
+        head_dim=256,
+    ),
 }
-TINY = {"8b": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                   intermediate_size=192, vocab_size=512, head_dim=16),
-        "27b": dict(hidden_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-                    intermediate_size=256, vocab_size=640, head_dim=24)}
+TINY = {
+    "8b": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=192,
+        vocab_size=512,
+        head_dim=16,
+    ),
+    "27b": dict(
+        hidden_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=256,
+        vocab_size=640,
+        head_dim=24,
+    ),
+}
 
 
 def log(msg: str) -> None:
@@ -67,8 +97,12 @@ def build_model(shape: str, device: torch.device, tiny: bool, checkpointing: boo
     from treegrpo.services.learner._model import wrap_lora
 
     register()
-    cfg = Qwen3Config(**(TINY if tiny else SHAPES)[shape], tie_word_embeddings=False, use_cache=False,
-                      max_position_embeddings=40960)
+    cfg = Qwen3Config(
+        **(TINY if tiny else SHAPES)[shape],
+        tie_word_embeddings=False,
+        use_cache=False,
+        max_position_embeddings=40960,
+    )
     cfg._attn_implementation = "tg_packed"
     torch.manual_seed(0)
     dtype = torch.float32 if tiny else torch.bfloat16
@@ -81,6 +115,7 @@ def build_model(shape: str, device: torch.device, tiny: bool, checkpointing: boo
         model.train()  # transformers checkpoints layers only in training mode (no dropout in Qwen3)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     from types import SimpleNamespace
+
     return wrap_lora(model, SimpleNamespace(**LORA)), n, cfg.vocab_size
 
 
@@ -92,8 +127,16 @@ def make_samples(count: int, length: int, vocab: int, seed: int):
     for i in range(count):
         ids = torch.randint(0, vocab, (length,), generator=g).tolist()
         p = max(1, length // 8)
-        out.append(TrainSample(f"g{i // 4}", f"n{i}", tuple(ids[:p]), tuple(ids[p:]), tuple([-2.0] * (length - p)),
-                               advantage=1.0 if i % 2 else -1.0))
+        out.append(
+            TrainSample(
+                f"g{i // 4}",
+                f"n{i}",
+                tuple(ids[:p]),
+                tuple(ids[p:]),
+                tuple([-2.0] * (length - p)),
+                advantage=1.0 if i % 2 else -1.0,
+            )
+        )
     return out
 
 
@@ -107,7 +150,7 @@ def measure(trainer, batch, steps: int, device: torch.device) -> dict:
         t = time.perf_counter()
         loss = trainer.step(batch).metrics["loss"]
         times.append(time.perf_counter() - t)
-    peak = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else None
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
     return {"step_s": statistics.median(times), "times": times, "peak_gib": peak, "loss": loss}
 
 
@@ -126,23 +169,41 @@ def phase_main(rank: int, world: int, job: dict, port: int, result: str) -> None
     rows = []
     try:
         model, n, vocab = build_model(job["shape"], device, job["tiny"], job["checkpointing"])
-        settings = TrainerSettings(device=str(device), dtype="float32" if job["tiny"] else "bfloat16",
-                                   micro_batch_tokens=job["budget"], lr=1e-6)
+        settings = TrainerSettings(
+            device=str(device),
+            dtype="float32" if job["tiny"] else "bfloat16",
+            micro_batch_tokens=job["budget"],
+            lr=1e-6,
+        )
         trainer = PolicyTrainer(model, settings, ranks)
         for count, length in job["batches"]:
             per_rank = count if job["per_gpu"] else None
             total = count * world if job["per_gpu"] else count
-            row = {"phase": job["name"], "shape": job["shape"], "world": world, "sharded": sharded, "n_params": n,
-                   "batch": f"{total}x{length}", "per_gpu_batch": f"{per_rank}x{length}" if per_rank else None,
-                   "tokens": total * length, "budget": job["budget"], "checkpointing": job["checkpointing"]}
+            row = {
+                "phase": job["name"],
+                "shape": job["shape"],
+                "world": world,
+                "sharded": sharded,
+                "n_params": n,
+                "batch": f"{total}x{length}",
+                "per_gpu_batch": f"{per_rank}x{length}" if per_rank else None,
+                "tokens": total * length,
+                "budget": job["budget"],
+                "checkpointing": job["checkpointing"],
+            }
             try:
-                row.update(measure(trainer, make_samples(total, length, vocab, seed=length), job["steps"], device))
+                row.update(
+                    measure(trainer, make_samples(total, length, vocab, seed=length), job["steps"], device)
+                )
                 row["tokens_per_s"] = row["tokens"] / row["step_s"]
                 row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / world
                 row["mfu_6n"] = 6 * n * row["tokens_per_s_per_gpu"] / PEAK
             except torch.OutOfMemoryError as exc:
-                row.update(error="OOM", detail=str(exc).splitlines()[0][:300],
-                           peak_gib=torch.cuda.max_memory_allocated(device) / 2 ** 30)
+                row.update(
+                    error="OOM",
+                    detail=str(exc).splitlines()[0][:300],
+                    peak_gib=torch.cuda.max_memory_allocated(device) / 2**30,
+                )
             if sharded:  # every rank's peak memory
                 peaks: list = [None] * world
                 dist.all_gather_object(peaks, row.get("peak_gib"), group=ranks.control)
@@ -170,11 +231,16 @@ def run_phase(job: dict, world: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "rows.json"
         try:
-            mp.start_processes(phase_main, args=(world, job, free_port(), str(result)), nprocs=world,
-                               start_method="spawn")
+            mp.start_processes(
+                phase_main, args=(world, job, free_port(), str(result)), nprocs=world, start_method="spawn"
+            )
         except Exception as exc:  # a rank died (e.g. killed for memory): record it, go on
             return [{"phase": job["name"], "world": world, "error": f"{type(exc).__name__}: {exc}"[-2000:]}]
-        return json.loads(result.read_text()) if result.exists() else [{"phase": job["name"], "error": "no result"}]
+        return (
+            json.loads(result.read_text())
+            if result.exists()
+            else [{"phase": job["name"], "error": "no result"}]
+        )
 
 
 def plan(args) -> list[tuple[dict, int]]:
@@ -184,26 +250,71 @@ def plan(args) -> list[tuple[dict, int]]:
     b8 = [(16, 2048 // scale)]
     jobs = []
     if "8b" in args.parts:
-        jobs.append(({**common, "name": "8b-1gpu-baseline", "shape": "8b", "sharded": False, "per_gpu": True,
-                      "batches": b8, "budget": args.budget // scale, "checkpointing": False}, 1))
-        jobs.append(({**common, "name": f"8b-fsdp-w{args.gpus}", "shape": "8b", "sharded": True, "per_gpu": True,
-                      "batches": b8, "budget": args.budget // scale, "checkpointing": False}, args.gpus))
+        jobs.append(
+            (
+                {
+                    **common,
+                    "name": "8b-1gpu-baseline",
+                    "shape": "8b",
+                    "sharded": False,
+                    "per_gpu": True,
+                    "batches": b8,
+                    "budget": args.budget // scale,
+                    "checkpointing": False,
+                },
+                1,
+            )
+        )
+        jobs.append(
+            (
+                {
+                    **common,
+                    "name": f"8b-fsdp-w{args.gpus}",
+                    "shape": "8b",
+                    "sharded": True,
+                    "per_gpu": True,
+                    "batches": b8,
+                    "budget": args.budget // scale,
+                    "checkpointing": False,
+                },
+                args.gpus,
+            )
+        )
     if "27b" in args.parts:
-        jobs.append(({**common, "name": f"27b-fsdp-w{args.gpus}", "shape": "27b", "sharded": True, "per_gpu": False,
-                      "batches": [(8, 8192 // scale), (4, 16384 // scale)], "budget": args.budget_27b // scale,
-                      "checkpointing": True, "steps": args.steps_27b}, args.gpus))
+        jobs.append(
+            (
+                {
+                    **common,
+                    "name": f"27b-fsdp-w{args.gpus}",
+                    "shape": "27b",
+                    "sharded": True,
+                    "per_gpu": False,
+                    "batches": [(8, 8192 // scale), (4, 16384 // scale)],
+                    "budget": args.budget_27b // scale,
+                    "checkpointing": True,
+                    "steps": args.steps_27b,
+                },
+                args.gpus,
+            )
+        )
     return jobs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    ap.add_argument("--gpus", type=int, default=0, help="ranks of the sharded phases; 0 = every GPU (2 on the CPU)")
+    ap.add_argument(
+        "--gpus", type=int, default=0, help="ranks of the sharded phases; 0 = every GPU (2 on the CPU)"
+    )
     ap.add_argument("--parts", nargs="+", default=["8b", "27b"], choices=["8b", "27b"])
     ap.add_argument("--steps", type=int, default=3, help="timed steps per 8B batch (after one warm-up)")
     ap.add_argument("--steps-27b", type=int, default=2, help="timed steps per 27B-class batch")
-    ap.add_argument("--budget", type=int, default=8192, help="micro-batch tokens, 8B (measured best, learner_gpu.py)")
-    ap.add_argument("--budget-27b", type=int, default=16384, help="micro-batch tokens, 27B-class (checkpointed)")
+    ap.add_argument(
+        "--budget", type=int, default=8192, help="micro-batch tokens, 8B (measured best, learner_gpu.py)"
+    )
+    ap.add_argument(
+        "--budget-27b", type=int, default=16384, help="micro-batch tokens, 27B-class (checkpointed)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     ap.add_argument("--out", default=os.environ.get("OUT", "out/bench"))
     args = ap.parse_args()
@@ -211,15 +322,22 @@ def main() -> None:
         args.gpus = torch.cuda.device_count() if args.device == "cuda" else 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = {"date": time.strftime("%Y-%m-%d"), "argv": sys.argv, "torch": torch.__version__, "gpus": args.gpus,
-           "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"}
+    env = {
+        "date": time.strftime("%Y-%m-%d"),
+        "argv": sys.argv,
+        "torch": torch.__version__,
+        "gpus": args.gpus,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+    }
     rows: list[dict] = []
     started = time.perf_counter()
     for job, world in plan(args):
         rows.extend(run_phase(job, world))
         (out / "learner_fsdp.json").write_text(json.dumps({**env, "results": rows}, indent=1))
     base = next((r for r in rows if r.get("phase") == "8b-1gpu-baseline" and "tokens_per_s" in r), None)
-    fsdp = next((r for r in rows if str(r.get("phase", "")).startswith("8b-fsdp") and "tokens_per_s" in r), None)
+    fsdp = next(
+        (r for r in rows if str(r.get("phase", "")).startswith("8b-fsdp") and "tokens_per_s" in r), None
+    )
     if base and fsdp:
         env["per_gpu_ratio_8b"] = fsdp["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
         log(f"8B tokens/s per GPU, {args.gpus} rank(s) vs 1 GPU unsharded: {env['per_gpu_ratio_8b']:.3f}")

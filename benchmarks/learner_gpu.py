@@ -56,20 +56,32 @@ def matmul_ceiling() -> float:
         e.record()
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e) / 1e3)
-    return 2 * 8192 ** 3 / statistics.median(times)
+    return 2 * 8192**3 / statistics.median(times)
 
 
 def build(part: str):
     from treegrpo.services.learner._attention import register
+
     register()
     if part == "qwen3":
         from transformers import Qwen3Config, Qwen3ForCausalLM
-        cfg = Qwen3Config(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-                          intermediate_size=12288, vocab_size=151936, head_dim=128, tie_word_embeddings=False,
-                          max_position_embeddings=40960, use_cache=False)
+
+        cfg = Qwen3Config(
+            hidden_size=4096,
+            num_hidden_layers=36,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            intermediate_size=12288,
+            vocab_size=151936,
+            head_dim=128,
+            tie_word_embeddings=False,
+            max_position_embeddings=40960,
+            use_cache=False,
+        )
         cls = Qwen3ForCausalLM
     else:
         from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
         cfg = Qwen3_5TextConfig(use_cache=False)
         cls = Qwen3_5ForCausalLM
     cfg._attn_implementation = "tg_packed"
@@ -82,15 +94,25 @@ def build(part: str):
     return wrap_lora(model, LORA), n, cfg
 
 
-def make_samples(lengths: list[int], vocab: int, prompt_frac: float = 0.125, seed: int = 0) -> list[TrainSample]:
+def make_samples(
+    lengths: list[int], vocab: int, prompt_frac: float = 0.125, seed: int = 0
+) -> list[TrainSample]:
     g = torch.Generator().manual_seed(seed)
     out = []
     for i, n in enumerate(lengths):
         p = max(1, int(n * prompt_frac))
         ids = torch.randint(0, vocab, (n,), generator=g).tolist()
         resp = tuple(ids[p:])
-        out.append(TrainSample(f"g{i // 4}", f"n{i}", tuple(ids[:p]), resp,
-                               tuple([-2.0] * len(resp)), advantage=(1.0 if i % 2 else -1.0)))
+        out.append(
+            TrainSample(
+                f"g{i // 4}",
+                f"n{i}",
+                tuple(ids[:p]),
+                resp,
+                tuple([-2.0] * len(resp)),
+                advantage=(1.0 if i % 2 else -1.0),
+            )
+        )
     return out
 
 
@@ -104,7 +126,7 @@ def timed(fn, steps: int) -> tuple[float, list[float], float]:
         fn()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
-    return statistics.median(times), times, torch.cuda.max_memory_allocated() / 2 ** 30
+    return statistics.median(times), times, torch.cuda.max_memory_allocated() / 2**30
 
 
 def record(name: str, n_params: int, tokens: int, fn, steps: int, extra: dict | None = None) -> None:
@@ -115,7 +137,11 @@ def record(name: str, n_params: int, tokens: int, fn, steps: int, extra: dict | 
         row.update(step_s=med, times=times, tokens_per_s=tps, mfu_6n=6 * n_params * tps / PEAK, peak_gib=peak)
         log(f"{name:48s} {med:7.3f}s {tps:9.0f} tok/s  MFU(6N) {row['mfu_6n']:.1%}  peak {peak:6.1f} GiB")
     except torch.OutOfMemoryError as exc:
-        row.update(error="OOM", detail=str(exc).splitlines()[0][:300], peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30)
+        row.update(
+            error="OOM",
+            detail=str(exc).splitlines()[0][:300],
+            peak_gib=torch.cuda.max_memory_allocated() / 2**30,
+        )
         log(f"{name:48s} OOM ({row['peak_gib']:.1f} GiB peak before failing)")
     except Exception as exc:  # keep measuring the other variants
         row.update(error=type(exc).__name__, detail=traceback.format_exc()[-1500:])
@@ -127,19 +153,20 @@ def record(name: str, n_params: int, tokens: int, fn, steps: int, extra: dict | 
 def naive_step(model, samples, opt, mbs: int):
     """What a plain transformers+peft step does: padded [B, T] batch, full float32 logits,
     log_softmax, gradient checkpointing, AdamW."""
+
     def run():
         opt.zero_grad(set_to_none=True)
         total = sum(len(s.response_ids) for s in samples)
         for k in range(0, len(samples), mbs):
-            chunk = samples[k:k + mbs]
+            chunk = samples[k : k + mbs]
             width = max(len(s.prompt_ids) + len(s.response_ids) for s in chunk)
             ids = torch.zeros(len(chunk), width, dtype=torch.long)
             mask = torch.zeros(len(chunk), width, dtype=torch.float32)
             adv = torch.zeros(len(chunk), 1)
             for j, s in enumerate(chunk):
                 seq = list(s.prompt_ids) + list(s.response_ids)
-                ids[j, :len(seq)] = torch.tensor(seq)
-                mask[j, len(s.prompt_ids):len(seq)] = 1.0
+                ids[j, : len(seq)] = torch.tensor(seq)
+                mask[j, len(s.prompt_ids) : len(seq)] = 1.0
                 adv[j] = s.advantage
             ids, mask, adv = ids.cuda(), mask.cuda(), adv.cuda()
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -151,6 +178,7 @@ def naive_step(model, samples, opt, mbs: int):
             del logits, logp
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step()
+
     return run
 
 
@@ -169,22 +197,34 @@ def check_correctness(model, vocab: int) -> dict:
         for s, lp in zip(seqs, ours, strict=True):
             ids = torch.tensor([list(s.prompt_ids) + list(s.response_ids)], device="cuda")
             decoder, head = parts(model)
-            h = decoder(input_ids=ids).last_hidden_state[0, len(s.prompt_ids) - 1:-1]
-            ref = full_logprobs(h, head, ids[0, len(s.prompt_ids):]).cpu()
+            h = decoder(input_ids=ids).last_hidden_state[0, len(s.prompt_ids) - 1 : -1]
+            ref = full_logprobs(h, head, ids[0, len(s.prompt_ids) :]).cpu()
             errs.append(float((ref - lp).abs().max()))
             means.append(float((ref - lp).abs().mean()))
-    return {"name": "correctness: packed+chunked vs per-sequence full logits (bf16)", "max_abs_logprob_err": max(errs),
-            "mean_abs_logprob_err": statistics.mean(means), "packed_vs_alone_max_err": pack_err}
+    return {
+        "name": "correctness: packed+chunked vs per-sequence full logits (bf16)",
+        "max_abs_logprob_err": max(errs),
+        "mean_abs_logprob_err": statistics.mean(means),
+        "packed_vs_alone_max_err": pack_err,
+    }
 
 
 def run_part(args) -> None:
     from treegrpo.services.learner._attention import _varlen, packing_is_exact
-    env = {"name": "env", "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-           "matmul_tflops": matmul_ceiling() / 1e12, "varlen_attn": bool(_varlen())}
+
+    env = {
+        "name": "env",
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(),
+        "matmul_tflops": matmul_ceiling() / 1e12,
+        "varlen_attn": bool(_varlen()),
+    }
     try:
         import transformers
+
         env["transformers"] = transformers.__version__
         import fla  # noqa: F401
+
         env["fla"] = getattr(fla, "__version__", "yes")
     except Exception:
         env["fla"] = None
@@ -193,8 +233,15 @@ def run_part(args) -> None:
     model, n, cfg = build(args.part)
     vocab = cfg.vocab_size
     log(f"{args.part}: N = {n / 1e9:.3f} B parameters, packing exact: {packing_is_exact(model)}")
-    RESULTS.append({"name": "model", "part": args.part, "n_params": n, "packing_exact": packing_is_exact(model),
-                    "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)})
+    RESULTS.append(
+        {
+            "name": "model",
+            "part": args.part,
+            "n_params": n,
+            "packing_exact": packing_is_exact(model),
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        }
+    )
     try:
         RESULTS.append(check_correctness(model, vocab))
     except Exception as exc:
@@ -207,26 +254,65 @@ def run_part(args) -> None:
     rng = random.Random(0)
     svar = make_samples([rng.randint(256, 4096) for _ in range(32)], vocab, seed=1)
     for budget in args.budgets:
-        tr = PolicyTrainer(model, TrainerSettings(device="cuda", dtype="bfloat16", micro_batch_tokens=budget, lr=1e-6))
+        tr = PolicyTrainer(
+            model, TrainerSettings(device="cuda", dtype="bfloat16", micro_batch_tokens=budget, lr=1e-6)
+        )
         if "16x2048" in args.batches:
-            record(f"{args.tag} ours 16x2048 budget={budget}", n, 16 * 2048, lambda t=tr: t.step(s16), args.steps,
-                   {"batch": "16x2048", "budget": budget, "variant": "ours"})
+            record(
+                f"{args.tag} ours 16x2048 budget={budget}",
+                n,
+                16 * 2048,
+                lambda t=tr: t.step(s16),
+                args.steps,
+                {"batch": "16x2048", "budget": budget, "variant": "ours"},
+            )
         if "8x8192" in args.batches:
-            record(f"{args.tag} ours 8x8192 budget={budget}", n, 8 * 8192, lambda t=tr: t.step(s8), args.steps,
-                   {"batch": "8x8192", "budget": budget, "variant": "ours"})
-    tr = PolicyTrainer(model, TrainerSettings(device="cuda", dtype="bfloat16", micro_batch_tokens=args.var_budget, lr=1e-6))
+            record(
+                f"{args.tag} ours 8x8192 budget={budget}",
+                n,
+                8 * 8192,
+                lambda t=tr: t.step(s8),
+                args.steps,
+                {"batch": "8x8192", "budget": budget, "variant": "ours"},
+            )
+    tr = PolicyTrainer(
+        model, TrainerSettings(device="cuda", dtype="bfloat16", micro_batch_tokens=args.var_budget, lr=1e-6)
+    )
     toks = sum(len(s.prompt_ids) + len(s.response_ids) for s in svar)
     if "var" in args.batches:
-        record(f"{args.tag} ours 32 var-len 256..4096 packed", n, toks, lambda: tr.step(svar), args.steps,
-               {"batch": "32xU(256,4096)", "variant": "ours", "padded_tokens": 32 * max(
-                   len(s.prompt_ids) + len(s.response_ids) for s in svar)})
+        record(
+            f"{args.tag} ours 32 var-len 256..4096 packed",
+            n,
+            toks,
+            lambda: tr.step(svar),
+            args.steps,
+            {
+                "batch": "32xU(256,4096)",
+                "variant": "ours",
+                "padded_tokens": 32 * max(len(s.prompt_ids) + len(s.response_ids) for s in svar),
+            },
+        )
     if not args.skip_naive:
-        model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        record(f"{args.tag} naive 16x2048 (mbs={args.naive_mbs}, ckpt)", n, 16 * 2048,
-               naive_step(model, s16, opt, args.naive_mbs), args.steps, {"batch": "16x2048", "variant": "naive"})
+        model.get_base_model().gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+        record(
+            f"{args.tag} naive 16x2048 (mbs={args.naive_mbs}, ckpt)",
+            n,
+            16 * 2048,
+            naive_step(model, s16, opt, args.naive_mbs),
+            args.steps,
+            {"batch": "16x2048", "variant": "naive"},
+        )
         if "8x8192" in args.batches:
-            record(f"{args.tag} naive 8x8192 (mbs=8, ckpt)", n, 8 * 8192, naive_step(model, s8, opt, 8), 1,
-                   {"batch": "8x8192", "variant": "naive"})
+            record(
+                f"{args.tag} naive 8x8192 (mbs=8, ckpt)",
+                n,
+                8 * 8192,
+                naive_step(model, s8, opt, 8),
+                1,
+                {"batch": "8x8192", "variant": "naive"},
+            )
         model.get_base_model().gradient_checkpointing_disable()
 
 
@@ -249,7 +335,9 @@ def main() -> None:
         run_part(args)
     finally:
         path = out / f"learner_gpu_{args.tag}.json"
-        path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv, "results": RESULTS}, indent=1))
+        path.write_text(
+            json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv, "results": RESULTS}, indent=1)
+        )
         log(f"wrote {path}")
 
 

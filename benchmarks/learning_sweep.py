@@ -39,14 +39,23 @@ def demo_policy(home: Path) -> Path:
     return prepare_demo_policy(home / "demo", show_progress=False)
 
 
-def run_arm(config: Path, home: Path, run_id: str, seed: int, model: Path, overrides: list[str],
-            train: bool) -> tuple[float, float]:
+def run_arm(
+    config: Path, home: Path, run_id: str, seed: int, model: Path, overrides: list[str], train: bool
+) -> tuple[float, float]:
     """One run; returns (wall seconds, CPU seconds of the whole process tree), (0, 0) if its
     export already exists. CPU seconds / cores bounds the wall time on an otherwise idle machine."""
     if (home / "runs" / run_id / "export").is_dir():
         return 0.0, 0.0
-    sets = [f'run.run_id="{run_id}"', f"run.seed={seed}", f"learner.seed={seed}", "runner.live=false",
-            "runner.report=false", f'sampler.model="{model}"', f'learner.model="{model}"', *overrides]
+    sets = [
+        f'run.run_id="{run_id}"',
+        f"run.seed={seed}",
+        f"learner.seed={seed}",
+        "runner.live=false",
+        "runner.report=false",
+        f'sampler.model="{model}"',
+        f'learner.model="{model}"',
+        *overrides,
+    ]
     cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(config)] + [a for s in sets for a in ("--set", s)]
     if not train:
         cmd.append("--no-train")
@@ -95,13 +104,23 @@ def failed_share(records) -> float:
 def learning(home: Path, train_id: str, control_id: str, late_from: int | None) -> dict:
     """The product's comparison: `treegrpo report TRAIN --control CONTROL --json`, from the exports."""
     export = lambda rid: str(home / "runs" / rid / "export" / rid)  # noqa: E731
-    cmd = [sys.executable, "-m", "treegrpo.cli", "report", export(train_id), "--control", export(control_id),
-           "--json", "--out", str(home / "reports" / train_id)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "report",
+        export(train_id),
+        "--control",
+        export(control_id),
+        "--json",
+        "--out",
+        str(home / "reports" / train_id),
+    ]
     if late_from:
         cmd += ["--late-from", str(late_from)]
     env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out[out.index("{"):])["learning"]
+    return json.loads(out[out.index("{") :])["learning"]
 
 
 def parse_setting(text: str) -> tuple[str, list[str]]:
@@ -113,8 +132,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", type=Path, default=ROOT / "treegrpo" / "configs" / "learning-cpu.toml")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--setting", action="append", default=[], help="name=key=value,key=value (learner overrides of the train arm)")
-    ap.add_argument("--set", dest="common", action="append", default=[], help="override for every arm (tree shape, tasks)")
+    ap.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        help="name=key=value,key=value (learner overrides of the train arm)",
+    )
+    ap.add_argument(
+        "--set", dest="common", action="append", default=[], help="override for every arm (tree shape, tasks)"
+    )
     ap.add_argument("--tag", default="", help="prefix of run ids (different tree shapes need different tags)")
     ap.add_argument("--home", type=Path, default=Path("/tmp/learning-sweep"))
     ap.add_argument("--late-from", type=int, default=None, help="first late round (default: the report's)")
@@ -134,12 +160,23 @@ def main() -> None:
             train = nodes(args.home, run_id)
             lr = learning(args.home, run_id, ctrl_id, args.late_from)
             pooled = lr["pooled"]
-            row = {"setting": name, "seed": seed, "verdict": lr["verdict"], "difference": pooled["difference"],
-                   "ci95": pooled["ci95"], "round1": lr["round1"], "tasks": {t: [v["difference"], v["ci95"]] for t, v in lr["tasks"].items()},
-                   "train_s": round(wall), "control_s": round(ctrl_s),
-                   "train_cpu_s": round(cpu), "control_cpu_s": round(ctrl_cpu), "failed_train": failed_share(train),
-                   "failed_control": failed_share(control), "train_rounds": per_round(train),
-                   "control_rounds": per_round(control)}
+            row = {
+                "setting": name,
+                "seed": seed,
+                "verdict": lr["verdict"],
+                "difference": pooled["difference"],
+                "ci95": pooled["ci95"],
+                "round1": lr["round1"],
+                "tasks": {t: [v["difference"], v["ci95"]] for t, v in lr["tasks"].items()},
+                "train_s": round(wall),
+                "control_s": round(ctrl_s),
+                "train_cpu_s": round(cpu),
+                "control_cpu_s": round(ctrl_cpu),
+                "failed_train": failed_share(train),
+                "failed_control": failed_share(control),
+                "train_rounds": per_round(train),
+                "control_rounds": per_round(control),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary(rows)
@@ -151,11 +188,25 @@ def summary(rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("setting", "seed", "verdict", "train - control", "ci95", "failed train / control", "wall s (train / ctrl)")
+    table = Table(
+        "setting",
+        "seed",
+        "verdict",
+        "train - control",
+        "ci95",
+        "failed train / control",
+        "wall s (train / ctrl)",
+    )
     for r in rows:
-        table.add_row(r["setting"], str(r["seed"]), r["verdict"], f"{r['difference']:+.3f}",
-                      "[{:+.3f}, {:+.3f}]".format(*r["ci95"]), f"{r['failed_train']:.1%} / {r['failed_control']:.1%}",
-                      f"{r['train_s']} / {r['control_s']}")
+        table.add_row(
+            r["setting"],
+            str(r["seed"]),
+            r["verdict"],
+            f"{r['difference']:+.3f}",
+            "[{:+.3f}, {:+.3f}]".format(*r["ci95"]),
+            f"{r['failed_train']:.1%} / {r['failed_control']:.1%}",
+            f"{r['train_s']} / {r['control_s']}",
+        )
     Console().print(table)
 
 

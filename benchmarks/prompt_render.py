@@ -26,8 +26,9 @@ def per_prompt_ms(renders: int) -> float:
     code, output = "import pandas as pd\n" * 40, "epoch 1 loss 0.5\n" * 400
     started = time.perf_counter()
     for _ in range(renders):
-        _render.render_prompt("improve", "Predict the author of each sentence.", "input/\n    train.csv",
-                              code, output)
+        _render.render_prompt(
+            "improve", "Predict the author of each sentence.", "input/\n    train.csv", code, output
+        )
     return (time.perf_counter() - started) / renders * 1e3
 
 
@@ -45,8 +46,17 @@ def main() -> None:
         fresh.append(per_prompt_ms(a.renders))
     _render._environment = cached_env
     k, f = statistics.median(kept), statistics.median(fresh)
-    print(json.dumps({"renders": a.renders, "repeats": a.repeats, "kept_env_ms": round(k, 4),
-                      "new_env_per_prompt_ms": round(f, 3), "speedup": round(f / k, 1)}))
+    print(
+        json.dumps(
+            {
+                "renders": a.renders,
+                "repeats": a.repeats,
+                "kept_env_ms": round(k, 4),
+                "new_env_per_prompt_ms": round(f, 3),
+                "speedup": round(f / k, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,13 +38,21 @@ def round_events(run: str, r: int, nodes: int) -> tuple[list[pb.Event], list[pb.
     for i in range(nodes):
         step, index = divmod(i, 16)
         nid = ev.node_id(run, "t", r, step, index)
-        g = pb.NodeGraded(node_id=nid, task="t", round=r, step=step, status="ok" if i % 3 else "crashed",
-                          exec_time=1.0 + i, sibling_group=ev.group_id(run, "t", r, step))
+        g = pb.NodeGraded(
+            node_id=nid,
+            task="t",
+            round=r,
+            step=step,
+            status="ok" if i % 3 else "crashed",
+            exec_time=1.0 + i,
+            sibling_group=ev.group_id(run, "t", r, step),
+        )
         if i % 3:
             g.oriented, g.test_metric = i * 0.01, i * 0.01
         out.append(ev.make_event(run, "bench", g))
-        sampled.append(pb.NodeSampled(node_id=nid, task="t", round=r, step=step, index_in_group=index,
-                                      gen_seconds=0.5))
+        sampled.append(
+            pb.NodeSampled(node_id=nid, task="t", round=r, step=step, index_in_group=index, gen_seconds=0.5)
+        )
     return out, sampled
 
 
@@ -60,8 +68,15 @@ async def old_round_end(bus: Bus, run: str, r: int, ids: list[str]) -> int:
         valid += 1
         if g.HasField("oriented") and (best is None or g.oriented > best[0]):
             best = (g.oriented, nid, g.test_metric)
-    body = pb.RoundCompleted(task="t", round=r, nodes=len(ids), valid=valid, gen_exec_seconds=exec_seconds,
-                             completed_unix=int(time.time()), rollout_file=f"round_{r}/t__1.jsonl")
+    body = pb.RoundCompleted(
+        task="t",
+        round=r,
+        nodes=len(ids),
+        valid=valid,
+        gen_exec_seconds=exec_seconds,
+        completed_unix=int(time.time()),
+        rollout_file=f"round_{r}/t__1.jsonl",
+    )
     if best is not None:
         body.best_test_metric, body.best_node_id = best[2], best[1]
     await bus.publish(ev.make_event(run, "bench-old", body))
@@ -121,8 +136,10 @@ async def main(args) -> dict:
                 ids = [e.node_graded.node_id for e in events[1:]]
                 svc, state, rs = scored_round(bus, run, n)
                 # new first: the old one's round.completed is then the server-side duplicate (no slower)
-                for name, end, times in (("new", svc._maybe_complete_round(state, rs), new_s),
-                                         ("old", old_round_end(bus, run, 1, ids), old_s)):
+                for name, end, times in (
+                    ("new", svc._maybe_complete_round(state, rs), new_s),
+                    ("old", old_round_end(bus, run, 1, ids), old_s),
+                ):
                     before = counter.calls
                     t0 = time.perf_counter()
                     await end
@@ -130,17 +147,26 @@ async def main(args) -> dict:
                     lookups[name] = counter.calls - before
                 assert rs.completed, "the sampler did not complete the round"
                 derive_s.append(derive(run, events, sampled))
-            rows[n] = {"old_round_end_ms": statistics.median(old_s) * 1e3,
-                       "new_round_end_ms": statistics.median(new_s) * 1e3,
-                       "old_lookups": lookups["old"], "new_lookups": lookups["new"],
-                       "export_derive_ms": statistics.median(derive_s) * 1e3}
+            rows[n] = {
+                "old_round_end_ms": statistics.median(old_s) * 1e3,
+                "new_round_end_ms": statistics.median(new_s) * 1e3,
+                "old_lookups": lookups["old"],
+                "new_lookups": lookups["new"],
+                "export_derive_ms": statistics.median(derive_s) * 1e3,
+            }
             rows[n]["speedup"] = rows[n]["old_round_end_ms"] / rows[n]["new_round_end_ms"]
-            print(f"{n} nodes: round end {rows[n]['old_round_end_ms']:.2f} ms ({lookups['old']} lookups) -> "
-                  f"{rows[n]['new_round_end_ms']:.2f} ms ({lookups['new']}); x{rows[n]['speedup']:.0f}; "
-                  f"export derivation {rows[n]['export_derive_ms']:.2f} ms")
+            print(
+                f"{n} nodes: round end {rows[n]['old_round_end_ms']:.2f} ms ({lookups['old']} lookups) -> "
+                f"{rows[n]['new_round_end_ms']:.2f} ms ({lookups['new']}); x{rows[n]['speedup']:.0f}; "
+                f"export derivation {rows[n]['export_derive_ms']:.2f} ms"
+            )
         await bus.close()
-    result = {"date": time.strftime("%Y-%m-%d"), "repeats": args.repeats,
-              "machine": f"{platform.machine()} {os.cpu_count()} cores", "by_nodes": rows}
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "repeats": args.repeats,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "by_nodes": rows,
+    }
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w") as fh:

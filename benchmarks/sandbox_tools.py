@@ -34,20 +34,55 @@ UID = 62999
 
 def bwrap_argv() -> list[str]:
     tmp = [a for d in ("/tmp", "/var/tmp", "/run", "/dev/shm", "/mnt") for a in ("--tmpfs", d)]
-    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
-            "--proc", "/proc", "--dev", "/dev", *tmp, "--uid", str(UID), "--gid", str(UID), "--chdir", "/mnt",
-            PY, "-c", "pass"]
+    return [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *tmp,
+        "--uid",
+        str(UID),
+        "--gid",
+        str(UID),
+        "--chdir",
+        "/mnt",
+        PY,
+        "-c",
+        "pass",
+    ]
 
 
 def launcher_spec() -> bytes:
-    return encode_spec({
-        "namespaces": True, "jail_dir": "/mnt", "cwd": "/mnt/work", "uid": UID, "gid": UID,
-        "disk": {"kind": "tmpfs", "bytes": 64 * 2**20, "inodes": 4096}, "code": b"pass\n",
-        "rlimits": {"NPROC": 256, "NOFILE": 1024, "CORE": 0}, "cpus": None, "hide": [], "mask_devices": [],
-        "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/run", "64m"), ("/dev/shm", "512m")],
-        "expose": sorted({str(Path(PY).resolve().parents[1]), sys.prefix, sys.base_prefix}),
-        "input_src": None, "argv": [PY, "-c", "pass"], "env": {"PATH": "/usr/bin:/bin"}, "mask_sockets": [],
-        "result_fd": 2, "submission_cap": 1})
+    return encode_spec(
+        {
+            "namespaces": True,
+            "jail_dir": "/mnt",
+            "cwd": "/mnt/work",
+            "uid": UID,
+            "gid": UID,
+            "disk": {"kind": "tmpfs", "bytes": 64 * 2**20, "inodes": 4096},
+            "code": b"pass\n",
+            "rlimits": {"NPROC": 256, "NOFILE": 1024, "CORE": 0},
+            "cpus": None,
+            "hide": [],
+            "mask_devices": [],
+            "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/run", "64m"), ("/dev/shm", "512m")],
+            "expose": sorted({str(Path(PY).resolve().parents[1]), sys.prefix, sys.base_prefix}),
+            "input_src": None,
+            "argv": [PY, "-c", "pass"],
+            "env": {"PATH": "/usr/bin:/bin"},
+            "mask_sockets": [],
+            "result_fd": 2,
+            "submission_cap": 1,
+        }
+    )
 
 
 def timed(argv: list[str], stdin: bytes | None = None) -> float:
@@ -63,8 +98,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=40)
     args = ap.parse_args()
-    ways = {"bare": lambda: timed([PY, "-c", "pass"]),
-            "launcher": lambda: timed([PY, "-I", "-S", str(LAUNCHER)], launcher_spec())}
+    ways = {
+        "bare": lambda: timed([PY, "-c", "pass"]),
+        "launcher": lambda: timed([PY, "-I", "-S", str(LAUNCHER)], launcher_spec()),
+    }
     if shutil.which("bwrap"):
         ways["bwrap"] = lambda: timed(bwrap_argv())
     times: dict[str, list[float]] = {k: [] for k in ways}
@@ -72,9 +109,12 @@ def main() -> None:
         for k, f in ways.items():
             times[k].append(f())
     med = {k: 1000 * statistics.median(v) for k, v in times.items()}
-    out = {"date": time.strftime("%Y-%m-%d"), "samples": args.samples,
-           **{f"{k}_median_ms": round(v, 1) for k, v in med.items()},
-           **{f"{k}_over_bare_ms": round(v - med["bare"], 1) for k, v in med.items() if k != "bare"}}
+    out = {
+        "date": time.strftime("%Y-%m-%d"),
+        "samples": args.samples,
+        **{f"{k}_median_ms": round(v, 1) for k, v in med.items()},
+        **{f"{k}_over_bare_ms": round(v - med["bare"], 1) for k, v in med.items() if k != "bare"},
+    }
     print(json.dumps(out, indent=1))
 
 

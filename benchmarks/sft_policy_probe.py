@@ -30,8 +30,10 @@ def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
 
     if mode == "draft":
         return render_prompt("draft", ctx.description, ctx.data_overview)
-    valid = sorted((s for s in corpus if s.task == task and s.intended == "ok" and s.verified),
-                   key=lambda s: s.verified.oriented)
+    valid = sorted(
+        (s for s in corpus if s.task == task and s.intended == "ok" and s.verified),
+        key=lambda s: s.verified.oriented,
+    )
     parent = valid[len(valid) // 2]
     return render_prompt("improve", ctx.description, ctx.data_overview, parent.code, parent.verified.output)
 
@@ -67,15 +69,28 @@ def main() -> None:
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda j: grade_code(j[2], tasks[j[0]], timeout_s=120), jobs))
     rows = [(t, m, v.status, v.test_metric) for (t, m, _), v in zip(jobs, results, strict=True)]
-    failed = {f"{t}/{m}": sum(r[2] != "ok" for r in rows if r[:2] == (t, m)) / args.n
-              for t in TASKS for m in args.modes}
+    failed = {
+        f"{t}/{m}": sum(r[2] != "ok" for r in rows if r[:2] == (t, m)) / args.n
+        for t in TASKS
+        for m in args.modes
+    }
     for t, m, s, v in rows:
         print(f"{t:14s} {m:8s} {s:20s} {v if v is not None else ''}")
-    print(json.dumps({"model": args.model, "temperature": args.temperature, "n": args.n,
-                      "crash_rate": round(sum(r[2] != "ok" for r in rows) / len(rows), 3),
-                      "by_task": failed, "statuses": Counter(r[2] for r in rows),
-                      "valid_in_every_task": all(any(r[2] == "ok" and r[0] == t for r in rows) for t in TASKS),
-                      "sample_s": round(sample_s, 1), "total_s": round(time.perf_counter() - started, 1)}))
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "temperature": args.temperature,
+                "n": args.n,
+                "crash_rate": round(sum(r[2] != "ok" for r in rows) / len(rows), 3),
+                "by_task": failed,
+                "statuses": Counter(r[2] for r in rows),
+                "valid_in_every_task": all(any(r[2] == "ok" and r[0] == t for r in rows) for t in TASKS),
+                "sample_s": round(sample_s, 1),
+                "total_s": round(time.perf_counter() - started, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

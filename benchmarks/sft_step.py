@@ -43,8 +43,10 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(args.model).to(args.device)
     pairs = corpus_pairs(CorpusSettings(improve_per_script=0, debug=False), PromptSettings())
     ex = [encode(tok, p) for p in pairs]
-    plans = {"shared": make_batches(ex, 8192, random.Random(0), True),
-             "packed": make_batches(ex, 8192, random.Random(0), False)}
+    plans = {
+        "shared": make_batches(ex, 8192, random.Random(0), True),
+        "packed": make_batches(ex, 8192, random.Random(0), False),
+    }
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rate: dict[str, list[float]] = {name: [] for name in plans}
     for i in range(args.steps):
@@ -59,9 +61,18 @@ def main() -> None:
                 torch.cuda.synchronize()
             rate[name].append(n / (time.perf_counter() - t))
     med = {k: round(statistics.median(v)) for k, v in rate.items()}
-    print(json.dumps({"device": args.device, "threads": args.threads, "steps": args.steps,
-                      "params": sum(p.numel() for p in model.parameters()),
-                      "completion_tokens_per_s": med, "speedup": round(med["shared"] / med["packed"], 2)}))
+    print(
+        json.dumps(
+            {
+                "device": args.device,
+                "threads": args.threads,
+                "steps": args.steps,
+                "params": sum(p.numel() for p in model.parameters()),
+                "completion_tokens_per_s": med,
+                "speedup": round(med["shared"] / med["packed"], 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

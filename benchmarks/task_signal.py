@@ -59,21 +59,32 @@ def features(imgs: np.ndarray) -> np.ndarray:
     return np.hstack([hist / 1024.0, small])
 
 
-def small_cnn(x_train: np.ndarray, y: np.ndarray, x_test: np.ndarray, classes: int, epochs: int = 15) -> np.ndarray:
+def small_cnn(
+    x_train: np.ndarray, y: np.ndarray, x_test: np.ndarray, classes: int, epochs: int = 15
+) -> np.ndarray:
     import torch
     from torch import nn
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                          nn.Flatten(), nn.Linear(64, classes))
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, classes),
+    )
     opt = torch.optim.Adam(model.parameters(), 3e-3)
     xt, yt = torch.tensor(x_train).permute(0, 3, 1, 2), torch.tensor(y)
     for _ in range(epochs):
         perm = torch.randperm(len(xt))
         for i in range(0, len(xt), 64):
-            idx = perm[i:i + 64]
+            idx = perm[i : i + 64]
             opt.zero_grad()
             nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
             opt.step()
@@ -86,7 +97,11 @@ def image_task(task: Task, cnn: bool) -> dict[str, float]:
     if task.id == "cactus-mini":
         train = pd.read_csv(pub / "train.csv")
         ids = pd.read_csv(pub / "sample_submission.csv").id
-        x, y, xt = load([pub / "train" / i for i in train.id]), train.has_cactus.to_numpy(), load([pub / "test" / i for i in ids])
+        x, y, xt = (
+            load([pub / "train" / i for i in train.id]),
+            train.has_cactus.to_numpy(),
+            load([pub / "test" / i for i in ids]),
+        )
     elif task.id == "dogscats-mini":
         files = sorted((pub / "train").glob("*.png"))
         ids = list(range(1, len(list((pub / "test").iterdir())) + 1))
@@ -95,22 +110,35 @@ def image_task(task: Task, cnn: bool) -> dict[str, float]:
     else:
         train, test = pd.read_csv(pub / "train.csv"), pd.read_csv(pub / "test.csv")
         ids = test.image_id
-        x, xt = load([pub / "images" / f"{i}.png" for i in train.image_id]), load([pub / "images" / f"{i}.png" for i in ids])
+        x, xt = (
+            load([pub / "images" / f"{i}.png" for i in train.image_id]),
+            load([pub / "images" / f"{i}.png" for i in ids]),
+        )
         y = train[list(task.target_columns)].to_numpy().argmax(1)
     binary = len(task.target_columns) == 1
     pick = (lambda p: p[:, 1:]) if binary else (lambda p: p)
-    out = {"simple: histograms + pixels, LR": score(task, ids, pick(LogisticRegression(max_iter=3000).fit(features(x), y).predict_proba(features(xt))))}
+    out = {
+        "simple: histograms + pixels, LR": score(
+            task, ids, pick(LogisticRegression(max_iter=3000).fit(features(x), y).predict_proba(features(xt)))
+        )
+    }
     if cnn:
-        out["better: 3-layer CNN, 15 epochs"] = score(task, ids, pick(small_cnn(x, y, xt, 2 if binary else 4)))
+        out["better: 3-layer CNN, 15 epochs"] = score(
+            task, ids, pick(small_cnn(x, y, xt, 2 if binary else 4))
+        )
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=None, help="tasks home (default: a fresh temp dir)")
-    ap.add_argument("--cnn", action="store_true", help="also train the small CNN on the image tasks (minutes)")
+    ap.add_argument(
+        "--cnn", action="store_true", help="also train the small CNN on the image tasks (minutes)"
+    )
     ap.add_argument("--plot", type=Path, default=None, help="write a bar chart here")
-    ap.add_argument("--gallery", type=Path, default=None, help="write a grid of training images per class here")
+    ap.add_argument(
+        "--gallery", type=Path, default=None, help="write a grid of training images per class here"
+    )
     args = ap.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="task-signal-"))
     tasks = ensure_builtin_tasks(home)
@@ -128,7 +156,9 @@ def main() -> None:
     for col in ("task", "metric (better)", "model", "score"):
         table.add_column(col)
     for task_id, name, value in rows:
-        table.add_row(task_id, f"{tasks[task_id].metric.value} ({tasks[task_id].direction})", name, f"{value:.4f}")
+        table.add_row(
+            task_id, f"{tasks[task_id].metric.value} ({tasks[task_id].direction})", name, f"{value:.4f}"
+        )
     console.print(table)
     if args.plot:
         plot(rows, tasks, args.plot)
@@ -139,12 +169,24 @@ def gallery(tasks: dict[str, Task], path: Path, per_row: int = 12) -> None:
     groups = []
     cactus = pd.read_csv(tasks["cactus-mini"].public_dir / "train.csv")
     for label in (1, 0):
-        groups.append([tasks["cactus-mini"].public_dir / "train" / i for i in cactus.id[cactus.has_cactus == label][:per_row]])
+        groups.append(
+            [
+                tasks["cactus-mini"].public_dir / "train" / i
+                for i in cactus.id[cactus.has_cactus == label][:per_row]
+            ]
+        )
     plant = pd.read_csv(tasks["plant-mini"].public_dir / "train.csv")
     for label in tasks["plant-mini"].target_columns:
-        groups.append([tasks["plant-mini"].public_dir / "images" / f"{i}.png" for i in plant.image_id[plant[label] == 1][:per_row]])
+        groups.append(
+            [
+                tasks["plant-mini"].public_dir / "images" / f"{i}.png"
+                for i in plant.image_id[plant[label] == 1][:per_row]
+            ]
+        )
     for kind in ("cat", "dog"):
-        groups.append([tasks["dogscats-mini"].public_dir / "train" / f"{kind}.{n}.png" for n in range(per_row)])
+        groups.append(
+            [tasks["dogscats-mini"].public_dir / "train" / f"{kind}.{n}.png" for n in range(per_row)]
+        )
     grid = np.vstack([np.hstack([np.asarray(Image.open(p)) for p in paths]) for paths in groups])
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(grid).resize((grid.shape[1] * 3, grid.shape[0] * 3), Image.Resampling.NEAREST).save(path)
@@ -159,7 +201,7 @@ def plot(rows, tasks, path: Path) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.4))
     for ax, (task_id, task) in zip(axes, tasks.items(), strict=True):
         mine = [(n, v) for t, n, v in rows if t == task_id]
-        ax.bar(range(len(mine)), [v for _, v in mine], color=["#999999", "#4c72b0", "#dd8452"][:len(mine)])
+        ax.bar(range(len(mine)), [v for _, v in mine], color=["#999999", "#4c72b0", "#dd8452"][: len(mine)])
         ax.set_xticks(range(len(mine)), [n.split(":")[0].split(" (")[0] for n, _ in mine])
         ax.set_title(f"{task_id}\n{task.metric.value} ({task.direction} is better)", fontsize=9)
     fig.tight_layout()

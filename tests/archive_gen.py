@@ -56,7 +56,9 @@ SEED_PLAN = [
     RunPlan("20260702_073759", "spooky-author-identification", True, 3),
     RunPlan("20260702_152844", "aerial-cactus-identification", True, 10, checkpoint_step=10),
     RunPlan("20260702_183315", "plant-pathology-2020-fgvc7", True, 4, partial_nodes=17),
-    RunPlan("20260702_221522", "dogs-vs-cats-redux-kernels-edition", True, 0, partial_nodes=49, timing_steps=0),
+    RunPlan(
+        "20260702_221522", "dogs-vs-cats-redux-kernels-edition", True, 0, partial_nodes=49, timing_steps=0
+    ),
 ]
 SMALL_PLAN = [
     RunPlan("s25_full", "spooky-mini", False, 2, stub=True, checkpoint_step=2),
@@ -82,7 +84,7 @@ def _hex(*parts: object) -> str:
 
 
 def _text(rng: random.Random, n: int, word: str) -> str:
-    words = [word, "data", "model", "train", "ünïcode", "λ", "valid", "loss", "\"quote\"", "tab\there"]
+    words = [word, "data", "model", "train", "ünïcode", "λ", "valid", "loss", '"quote"', "tab\there"]
     out, size = [], 0
     while size < n:
         w = rng.choice(words)
@@ -94,8 +96,10 @@ def _text(rng: random.Random, n: int, word: str) -> str:
 def _status(rng: random.Random, gate: bool, gpu: bool) -> str:
     if gate and gpu and rng.random() < 0.6:
         return "crashed"
-    return rng.choices(["crashed", "ok", "timeout", "no_code", "invalid_submission", "no_submission"],
-                       [70, 19, 9, 1, 0.5, 0.5])[0]
+    return rng.choices(
+        ["crashed", "ok", "timeout", "no_code", "invalid_submission", "no_submission"],
+        [70, 19, 9, 1, 0.5, 0.5],
+    )[0]
 
 
 def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent, group: str) -> dict:
@@ -109,22 +113,38 @@ def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent,
     lower_better = "spooky" in plan.task or "dogs" in plan.task
     n_tok = max(1, int(rng.gauss(size.tokens, size.tokens / 5)))
     code = f"# node {nid}\nimport pandas as pd\n" + _text(rng, size.text // 3, "code")
-    exc = (("GpuIdleError" if gpu else rng.choice(EXC)) if status == "crashed" else None)
+    exc = ("GpuIdleError" if gpu else rng.choice(EXC)) if status == "crashed" else None
     rec = {
-        "id": nid, "step": step, "round": rnd, "exp_id": plan.task,
-        "parent_id": parent["id"] if parent else None, "sibling_group": group, "mode": mode,
-        "plan": "" if rng.random() < 0.3 else _text(rng, 80, "plan"), "code": code,
-        "raw_completion": "```python\n" + code + "\n```", "thinking": _text(rng, size.text, "think"),
-        "prompt_messages": [{"role": "system", "content": _text(rng, size.text // 4, "sys")},
-                            {"role": "user", "content": _text(rng, size.text, "task")}],
+        "id": nid,
+        "step": step,
+        "round": rnd,
+        "exp_id": plan.task,
+        "parent_id": parent["id"] if parent else None,
+        "sibling_group": group,
+        "mode": mode,
+        "plan": "" if rng.random() < 0.3 else _text(rng, 80, "plan"),
+        "code": code,
+        "raw_completion": "```python\n" + code + "\n```",
+        "thinking": _text(rng, size.text, "think"),
+        "prompt_messages": [
+            {"role": "system", "content": _text(rng, size.text // 4, "sys")},
+            {"role": "user", "content": _text(rng, size.text, "task")},
+        ],
         "response_token_ids": [rng.randrange(151_000) for _ in range(n_tok)],
         "response_logprobs": [-rng.expovariate(3.0) for _ in range(n_tok)],
-        "exc_type": exc, "exec_time": round(rng.uniform(0.5, 900.0), 3),
+        "exc_type": exc,
+        "exec_time": round(rng.uniform(0.5, 900.0), 3),
         "term_tail": f"Traceback ...\n{exc}: boom" if exc else "val metric 0.5",
-        "is_buggy": not graded, "status": status,
-        "grade_error": "InvalidSubmissionError: rows do not sum to 1" if status == "invalid_submission" else None,
-        "test_metric": metric, "oriented": (-metric if lower_better else metric) if metric is not None else None,
-        "reward": None, "source": "grade" if graded else "none", "n_children": 0,
+        "is_buggy": not graded,
+        "status": status,
+        "grade_error": "InvalidSubmissionError: rows do not sum to 1"
+        if status == "invalid_submission"
+        else None,
+        "test_metric": metric,
+        "oriented": (-metric if lower_better else metric) if metric is not None else None,
+        "reward": None,
+        "source": "grade" if graded else "none",
+        "n_children": 0,
     }
     rec.update(decl)
     return rec
@@ -133,16 +153,38 @@ def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent,
 def _declaration(rng: random.Random, plan: RunPlan, nid: str) -> dict:
     r = rng.random()
     malformed = r < 0.06
-    resources = None if malformed or r > 0.4 else {"cpu": rng.choice([2, 4, 8]), "mem": rng.choice([8, 16]),
-                                                   "ephemeral": 4, "gpu": rng.choice([0, 1, 1])}
+    resources = (
+        None
+        if malformed or r > 0.4
+        else {
+            "cpu": rng.choice([2, 4, 8]),
+            "mem": rng.choice([8, 16]),
+            "ephemeral": 4,
+            "gpu": rng.choice([0, 1, 1]),
+        }
+    )
     miss = MISS[1] if malformed else None
     if resources and resources["gpu"] == 0 and rng.random() < 0.5:
         resources, miss = None, MISS[0]
-    timings = None if rng.random() < 0.05 else {"pending": round(rng.uniform(0, 30), 3), "stage": 1.25,
-                                                "exec": round(rng.uniform(1, 600), 3), "retrieve": 0.5}
-    return {"resources": resources, "decl_malformed": malformed, "decl_miss_reason": miss,
-            "decl_deps_ignored": False, "where": f"k8s:pq-exec-{plan.run_id.replace('_', '-')}-{nid[:6]}-a1",
-            "exec_timings": timings, "gpu_util": round(rng.uniform(0, 90), 1) if rng.random() < 0.02 else None}
+    timings = (
+        None
+        if rng.random() < 0.05
+        else {
+            "pending": round(rng.uniform(0, 30), 3),
+            "stage": 1.25,
+            "exec": round(rng.uniform(1, 600), 3),
+            "retrieve": 0.5,
+        }
+    )
+    return {
+        "resources": resources,
+        "decl_malformed": malformed,
+        "decl_miss_reason": miss,
+        "decl_deps_ignored": False,
+        "where": f"k8s:pq-exec-{plan.run_id.replace('_', '-')}-{nid[:6]}-a1",
+        "exec_timings": timings,
+        "gpu_util": round(rng.uniform(0, 90), 1) if rng.random() < 0.02 else None,
+    }
 
 
 def _rewards(group: list[dict], rng: random.Random) -> None:
@@ -172,21 +214,42 @@ def _round(rng, plan: RunPlan, size: Size, rnd: int, limit: int) -> list[dict]:
 def _summary(plan: RunPlan, size: Size, rnd: int, nodes: list[dict], ts: int) -> dict:
     valid = [n for n in nodes if n["status"] == "ok"]
     best = max(valid, key=lambda n: n["oriented"], default=None)
-    return {"exp_id": plan.task, "round": rnd, "model": MODEL, "adapter_path": "", "nodes": len(nodes),
-            "valid": len(valid), "expansions": size.expansions, "phase": "train",
-            "best_test_metric": best["test_metric"] if best else None, "best_node_id": best["id"] if best else None,
-            "honest_test_metric": None, "rollout_file": f"rollouts/{plan.task}__{ts}.jsonl",
-            "workspace": f"workspaces/{plan.run_id}/round_{rnd}",
-            "gen_llm_seconds": round(len(nodes) * 3.7, 3), "gen_exec_seconds": round(len(nodes) * 11.1, 3)}
+    return {
+        "exp_id": plan.task,
+        "round": rnd,
+        "model": MODEL,
+        "adapter_path": "",
+        "nodes": len(nodes),
+        "valid": len(valid),
+        "expansions": size.expansions,
+        "phase": "train",
+        "best_test_metric": best["test_metric"] if best else None,
+        "best_node_id": best["id"] if best else None,
+        "honest_test_metric": None,
+        "rollout_file": f"rollouts/{plan.task}__{ts}.jsonl",
+        "workspace": f"workspaces/{plan.run_id}/round_{rnd}",
+        "gen_llm_seconds": round(len(nodes) * 3.7, 3),
+        "gen_exec_seconds": round(len(nodes) * 11.1, 3),
+    }
 
 
 def _timing(rng: random.Random, step: int, checkpoint: bool) -> dict:
-    phases = {"update_weights": rng.uniform(5, 20), "gen": rng.uniform(600, 2400), "old_log_prob": rng.uniform(10, 40),
-              "ref": rng.uniform(10, 40), "adv": rng.uniform(0.01, 0.2), "update_actor": rng.uniform(60, 240)}
+    phases = {
+        "update_weights": rng.uniform(5, 20),
+        "gen": rng.uniform(600, 2400),
+        "old_log_prob": rng.uniform(10, 40),
+        "ref": rng.uniform(10, 40),
+        "adv": rng.uniform(0.01, 0.2),
+        "update_actor": rng.uniform(60, 240),
+    }
     if checkpoint:
         phases["save_checkpoint"] = rng.uniform(5, 30)
     phases = {k: round(v, 4) for k, v in phases.items()}
-    return {"step": step, "total_s": round(sum(phases.values()) + rng.uniform(0.1, 1.5), 4), "phases_s": phases}
+    return {
+        "step": step,
+        "total_s": round(sum(phases.values()) + rng.uniform(0.1, 1.5), 4),
+        "phases_s": phases,
+    }
 
 
 def write_run(root: Path, plan: RunPlan, size: Size, seed: int) -> tuple[int, int]:
@@ -210,7 +273,9 @@ def write_run(root: Path, plan: RunPlan, size: Size, seed: int) -> tuple[int, in
             (d / f"{plan.task}__{ts}__transcript.md").write_text(render_transcript(plan.task, rnd, recs))
         if not last:
             done = ts + 600 + rng.randrange(600)
-            (d / f"{plan.task}__summary_{done}.json").write_text(json.dumps(_summary(plan, size, rnd, nodes, ts), indent=2))
+            (d / f"{plan.task}__summary_{done}.json").write_text(
+                json.dumps(_summary(plan, size, rnd, nodes, ts), indent=2)
+            )
     steps = plan.full_rounds if plan.timing_steps is None else plan.timing_steps
     if steps:
         order = list(range(1, steps + 1)) + ([plan.dup_step] if plan.dup_step else [])

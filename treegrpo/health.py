@@ -29,15 +29,15 @@ class Heartbeat(BaseModel):
     instance: str
     pid: int
     written_at: float
-    state: str                 # "starting" (loading) | "running" | "stopping" (draining) | "stopped" | "failed"
+    state: str  # "starting" (loading) | "running" | "stopping" (draining) | "stopped" | "failed"
     nats_connected: bool
-    consumer_loop_at: float    # when the fetch loop last began a turn (0: not yet)
-    inflight: int              # handlers running now
+    consumer_loop_at: float  # when the fetch loop last began a turn (0: not yet)
+    inflight: int  # handlers running now
     processed: int
     dead_lettered: int
-    errors: int = 0            # handler or work failures so far (retried or dead-lettered)
-    last_error: str = ""       # the newest one, for the runner's progress view
-    failure: str = ""          # state "failed": the permanent fault it stopped on (not restarted)
+    errors: int = 0  # handler or work failures so far (retried or dead-lettered)
+    last_error: str = ""  # the newest one, for the runner's progress view
+    failure: str = ""  # state "failed": the permanent fault it stopped on (not restarted)
 
 
 def health_dir(root: Path | None = None) -> Path:
@@ -81,7 +81,9 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
         out.append(f"{beat.service} is {beat.state}")  # starting/stopping: alive, not ready
     age = now - beat.written_at
     if age > max_age_s:
-        out.append(f"{beat.service} heartbeat is {age:.0f}s old (> {max_age_s:.0f}s): its event loop is blocked or it died")
+        out.append(
+            f"{beat.service} heartbeat is {age:.0f}s old (> {max_age_s:.0f}s): its event loop is blocked or it died"
+        )
     loop_age = now - beat.consumer_loop_at if beat.consumer_loop_at else age
     if beat.state == "running" and loop_age > max_age_s:
         out.append(f"{beat.service} consumer loop last turned {loop_age:.0f}s ago (> {max_age_s:.0f}s)")

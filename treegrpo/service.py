@@ -47,8 +47,14 @@ HandlerFn = Callable[[pb.Event, Delivery], Awaitable[None]]
 EXIT_PERMANENT = 78  # EX_CONFIG: a supervisor must not restart a service that exits with it
 # what a failed setup means: nothing a restart changes (a missing model, a bad setting, a missing
 # optional package); a NATS that is not up yet (BusUnavailable) stays an ordinary, restartable exit
-PERMANENT_SETUP_ERRORS = (FileNotFoundError, NotADirectoryError, PermanentError, ConfigError, ValueError,
-                          ImportError)
+PERMANENT_SETUP_ERRORS = (
+    FileNotFoundError,
+    NotADirectoryError,
+    PermanentError,
+    ConfigError,
+    ValueError,
+    ImportError,
+)
 
 
 class Service:
@@ -58,8 +64,9 @@ class Service:
 
     def __init__(self, config: ServiceSettings, instance: str | None = None):
         if not isinstance(config, self.config_cls):
-            raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, "
-                            f"got {type(config).__name__}")
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(config).__name__}"
+            )
         self.config = config
         self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
         self.producer = f"{self.name}/{self.instance}"
@@ -70,7 +77,7 @@ class Service:
         self._state = "starting"  # -> running -> stopped, as the heartbeat reports it
         self._beat_task: asyncio.Task | None = None
         self.failure = ""  # the permanent fault this service stopped on ("" while healthy)
-        self.errors = 0     # work failures outside the consumer (e.g. a group the sampler could not sample)
+        self.errors = 0  # work failures outside the consumer (e.g. a group the sampler could not sample)
         self.last_error = ""
 
     # -- what a service declares ---------------------------------------------------------------
@@ -119,10 +126,14 @@ class Service:
         self.tracer = setup_tracing(self.name, self.config.telemetry)
         self._start_beat()  # from now: loading a model can take minutes, and liveness must see it alive
         url = resolve_nats_url(self.nats.url)
-        self.bus = await Bus.connect(url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas)
+        self.bus = await Bus.connect(
+            url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas
+        )
         await self.bus.ensure()
         filters = [ev_mod.subject_filter(kind, self.run_id or "*") for kind in self.handlers()]
-        self.consumer = Consumer(self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer)
+        self.consumer = Consumer(
+            self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer
+        )
         await self.on_setup()
 
     async def _dispatch(self, event: pb.Event, delivery: Delivery) -> None:
@@ -166,12 +177,21 @@ class Service:
 
     def _write_heartbeat(self, state: str) -> None:
         c, nc = self.consumer, self.bus.nc if self.bus is not None else None
-        beat = Heartbeat(service=self.name, instance=self.instance, pid=os.getpid(), written_at=time.time(),
-                         state=state, nats_connected=bool(nc is not None and nc.is_connected),
-                         consumer_loop_at=c.loop_at if c else 0.0, inflight=c.inflight if c else 0,
-                         processed=c.processed if c else 0, dead_lettered=c.dead_lettered if c else 0,
-                         errors=self.errors + (c.errors if c else 0),
-                         last_error=(c.last_error if c and c.last_error else self.last_error), failure=self.failure)
+        beat = Heartbeat(
+            service=self.name,
+            instance=self.instance,
+            pid=os.getpid(),
+            written_at=time.time(),
+            state=state,
+            nats_connected=bool(nc is not None and nc.is_connected),
+            consumer_loop_at=c.loop_at if c else 0.0,
+            inflight=c.inflight if c else 0,
+            processed=c.processed if c else 0,
+            dead_lettered=c.dead_lettered if c else 0,
+            errors=self.errors + (c.errors if c else 0),
+            last_error=(c.last_error if c and c.last_error else self.last_error),
+            failure=self.failure,
+        )
         try:
             write_heartbeat(heartbeat_path(self.name, self.health.file), beat)
         except OSError as exc:  # a full or read-only disk must not stop the work; the probe will say so

@@ -116,10 +116,18 @@ def read_spans(path: str | Path) -> list[dict]:
 
 
 def _flat(span, service: str | None) -> dict:
-    return {"name": span.name, "service": service, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
-            "parent_id": span.parent_span_id.hex() or None, "kind": span.kind, "status_code": span.status.code,
-            "start_ns": span.start_time_unix_nano, "end_ns": span.end_time_unix_nano,
-            "attributes": {a.key: _value(a.value) for a in span.attributes}}
+    return {
+        "name": span.name,
+        "service": service,
+        "trace_id": span.trace_id.hex(),
+        "span_id": span.span_id.hex(),
+        "parent_id": span.parent_span_id.hex() or None,
+        "kind": span.kind,
+        "status_code": span.status.code,
+        "start_ns": span.start_time_unix_nano,
+        "end_ns": span.end_time_unix_nano,
+        "attributes": {a.key: _value(a.value) for a in span.attributes},
+    }
 
 
 def setup_tracing(service: str, cfg: TelemetrySettings | None = None, memory: bool = False) -> trace.Tracer:
@@ -169,8 +177,15 @@ def event_trace_headers(event_id: str, kind: str, subject: str) -> dict[str, str
         headers = inject_headers({})
         if "traceparent" in headers:
             return headers
-    span = _BUS_TRACER.start_span(f"publish {kind}", kind=SpanKind.PRODUCER, attributes={
-        "treegrpo.event_id": event_id, "messaging.system": "nats", "messaging.destination.name": subject})
+    span = _BUS_TRACER.start_span(
+        f"publish {kind}",
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "treegrpo.event_id": event_id,
+            "messaging.system": "nats",
+            "messaging.destination.name": subject,
+        },
+    )
     ctx = span.get_span_context()
     span.end()
     if ctx.is_valid:  # a fresh root has no tracestate: the traceparent is all there is to carry

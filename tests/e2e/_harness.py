@@ -46,8 +46,9 @@ def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = 
     for o in overrides:
         argv += ["--set", o]
     out = open(log_path or home / "run.log", "ab")
-    return subprocess.Popen(argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+    )
 
 
 def run_ids(home: Path) -> list[str]:
@@ -57,13 +58,13 @@ def run_ids(home: Path) -> list[str]:
 
 @dataclass
 class RunLog:
-    counts: Counter = field(default_factory=Counter)        # event kind -> count (as stored)
-    node_ids: list[str] = field(default_factory=list)       # node.sampled, in stream order
+    counts: Counter = field(default_factory=Counter)  # event kind -> count (as stored)
+    node_ids: list[str] = field(default_factory=list)  # node.sampled, in stream order
     groups_scored: list[str] = field(default_factory=list)
     groups_trained: list[str] = field(default_factory=list)
     graded_status: Counter = field(default_factory=Counter)
     steps: list = field(default_factory=list)
-    traced: Counter = field(default_factory=Counter)        # event kind -> count with a valid traceparent
+    traced: Counter = field(default_factory=Counter)  # event kind -> count with a valid traceparent
 
 
 TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
@@ -87,8 +88,9 @@ async def _fold(url: str, run_id: str) -> RunLog:
     async for _, e in bus.replay(run_id):
         kind = ev.kind_of(e)
         who = e.envelope.producer.split("/")[0]  # "sampler/<host>-<pid>" -> "sampler"
-        assert who in ev.TOPOLOGY[kind].producers or who == ev.IMPORTED_PRODUCER, \
+        assert who in ev.TOPOLOGY[kind].producers or who == ev.IMPORTED_PRODUCER, (
             f"{who} published {kind}: not in the topology table"
+        )
         out.counts[kind] += 1
         b = ev.body_of(e)
         if kind == Kind.NODE_SAMPLED:
@@ -109,7 +111,9 @@ async def _count_traced(bus: Bus, run_id: str, traced: Counter) -> None:
     """Per kind, the run's messages whose headers carry a well-formed W3C traceparent, read raw
     from the stream (replay returns bodies, not headers)."""
     cfg = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL)
-    sub = await bus.js.pull_subscribe(f"{ev.SUBJECT_ROOT}.{run_id}.>", durable=None, stream=STREAM, config=cfg)
+    sub = await bus.js.pull_subscribe(
+        f"{ev.SUBJECT_ROOT}.{run_id}.>", durable=None, stream=STREAM, config=cfg
+    )
     remaining = (await sub.consumer_info()).num_pending
     while remaining > 0:
         for m in await sub.fetch(min(512, remaining), timeout=5):

@@ -21,8 +21,9 @@ def serve(home, name: str, url: str, *sets: str) -> subprocess.Popen:
     for s in sets:
         argv += ["--set", s]
     log = open(home / f"{name}.log", "ab")
-    return subprocess.Popen(argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+    )
 
 
 def stop(procs: list[subprocess.Popen]) -> list[int]:
@@ -44,13 +45,25 @@ def test_attached_run_drives_services_someone_else_started_to_completion(tmp_pat
     model = prepare_home(home)
     server = EmbeddedNats(tmp_path / "nats").start()
     # as compose runs them: no run id, no push endpoint (the sampler pulls each published version)
-    services = [serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
-                serve(home, "executor", server.url, "max_concurrency=2"),
-                serve(home, "grader", server.url),
-                serve(home, "learner", server.url, f'model="{model}"')]
+    services = [
+        serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
+        serve(home, "executor", server.url, "max_concurrency=2"),
+        serve(home, "grader", server.url),
+        serve(home, "learner", server.url, f'model="{model}"'),
+    ]
     try:
-        argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo/configs/run-small.toml"), "--attach",
-                "--set", f'runner.nats_url="{server.url}"', "--set", "runner.timeout_s=420"]
+        argv = [
+            sys.executable,
+            "-m",
+            "treegrpo.cli",
+            "run",
+            str(ROOT / "treegrpo/configs/run-small.toml"),
+            "--attach",
+            "--set",
+            f'runner.nats_url="{server.url}"',
+            "--set",
+            "runner.timeout_s=420",
+        ]
         done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=480)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         assert all(p.poll() is None for p in services), "a service died during the run"

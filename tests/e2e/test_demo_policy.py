@@ -24,7 +24,8 @@ TASKS = ["spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"]
 
 
 def test_the_sft_demo_policy_fails_under_60_percent_of_first_round_nodes_with_valid_nodes_in_every_task(
-        tmp_path, monkeypatch, demo_policy):
+    tmp_path, monkeypatch, demo_policy
+):
     home = tmp_path / "home"
     monkeypatch.setenv("TREEGRPO_HOME", str(home))
     prepare_home(home)
@@ -33,15 +34,26 @@ def test_the_sft_demo_policy_fails_under_60_percent_of_first_round_nodes_with_va
     assert meta["final_loss"] < 0.2 * meta["first_loss"]
     # the first round at the shape these numbers were measured at (four tasks, E3 x G3), whatever
     # tree the demo itself runs
-    proc = start_run(home, "treegrpo/configs/demo.toml", "run.rounds=1", "run.train=false", f"run.tasks={TASKS}",
-                     "run.tree.expansions=3", "run.tree.group_size=3", "run.tree.drafts=2",
-                     f'sampler.model="{model}"', f'learner.model="{model}"')
+    proc = start_run(
+        home,
+        "treegrpo/configs/demo.toml",
+        "run.rounds=1",
+        "run.train=false",
+        f"run.tasks={TASKS}",
+        "run.tree.expansions=3",
+        "run.tree.group_size=3",
+        "run.tree.drafts=2",
+        f'sampler.model="{model}"',
+        f'learner.model="{model}"',
+    )
     assert proc.wait(900) == 0, (home / "run.log").read_text()[-4000:]
     (run_id,) = run_ids(home)
     status_by_task: dict[str, list[str]] = defaultdict(list)
     for path in (home / "runs" / run_id / "export").rglob("round_1/*.jsonl"):
         task = path.name.split("__")[0]
-        status_by_task[task] += [json.loads(line)["status"] for line in path.read_text().splitlines() if line.strip()]
+        status_by_task[task] += [
+            json.loads(line)["status"] for line in path.read_text().splitlines() if line.strip()
+        ]
     statuses = [s for v in status_by_task.values() for s in v]
     assert sorted(status_by_task) == sorted(TASKS) and len(statuses) == 4 * 3 * 3
     failed = sum(s != "ok" for s in statuses) / len(statuses)

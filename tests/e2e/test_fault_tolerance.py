@@ -34,8 +34,14 @@ def test_run_completes_exactly_once_under_random_sigkills_of_services_and_nats(t
     home = tmp_path / "home"
     model = prepare_home(home)
     tasks, rounds, e, g = 1, 5, 3, 2
-    proc = start_run(home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
-                     f"run.rounds={rounds}", "runner.timeout_s=1000")
+    proc = start_run(
+        home,
+        "treegrpo/configs/run-small.toml",
+        f'sampler.model="{model}"',
+        f'learner.model="{model}"',
+        f"run.rounds={rounds}",
+        "runner.timeout_s=1000",
+    )
     targets = ["sampler", "executor", "grader", "learner", "nats"]
     plan = sorted((rng.uniform(1, 25), t) for t in [*targets, *rng.sample(targets, 3)])
     while not run_ids(home) and proc.poll() is None:  # the clock starts once the services exist

@@ -50,8 +50,20 @@ def _report_json(home, train: str, control: str, out) -> dict:
     """The CLI's `--json`, read from the runs' log on a server over their store."""
     server = EmbeddedNats(home / "nats" / "data").start()
     try:
-        argv = [sys.executable, "-m", "treegrpo.cli", "report", train, "--control", control, "--json",
-                "--out", str(out), "--nats", server.url]
+        argv = [
+            sys.executable,
+            "-m",
+            "treegrpo.cli",
+            "report",
+            train,
+            "--control",
+            control,
+            "--json",
+            "--out",
+            str(out),
+            "--nats",
+            server.url,
+        ]
         done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=300)
     finally:
         server.stop()
@@ -63,7 +75,9 @@ def _report_json(home, train: str, control: str, out) -> dict:
 def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_the_arms(tmp_path):
     home = tmp_path / "home"
     model = prepare_home(home)
-    log = run_paired(home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', 'run.run_id="pair"', "run.seed=3")
+    log = run_paired(
+        home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', 'run.run_id="pair"', "run.seed=3"
+    )
     assert "verdict:" in log and "learning_vs_control.png" in log
     written = json.loads((home / "runs" / "pair" / "report" / "report.json").read_text())
     data = _report_json(home, "pair", "pair-control", tmp_path / "again")
@@ -80,13 +94,23 @@ def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_t
 
 
 @pytest.mark.timeout(2400)
-def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(tmp_path, monkeypatch, demo_policy):
+def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(
+    tmp_path, monkeypatch, demo_policy
+):
     home = tmp_path / "home"
     monkeypatch.setenv("TREEGRPO_HOME", str(home))
     prepare_home(home)
     model = demo_policy
-    run_paired(home, "treegrpo/configs/demo.toml", f'sampler.model="{model}"', f'learner.model="{model}"',
-               'run.run_id="learn"', f"run.seed={SEED}", "runner.live=false", timeout=2000)
+    run_paired(
+        home,
+        "treegrpo/configs/demo.toml",
+        f'sampler.model="{model}"',
+        f'learner.model="{model}"',
+        'run.run_id="learn"',
+        f"run.seed={SEED}",
+        "runner.live=false",
+        timeout=2000,
+    )
     learning = json.loads((home / "runs" / "learn" / "report" / "report.json").read_text())["learning"]
     print(json.dumps(learning["pooled"]), json.dumps(learning["round1"]))
     assert learning["round1"]["ok"], learning["round1"]

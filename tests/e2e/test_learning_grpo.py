@@ -48,7 +48,9 @@ def outcomes() -> dict[str, list[tuple[str, float | None]]]:
     """task -> (final status, oriented metric) of each corpus script, from real runs."""
     out: dict[str, list[tuple[str, float | None]]] = {}
     for s in load_corpus():
-        assert s.verified is not None, f"{s.file} is unverified: run python -m treegrpo.services.learner.sft.verify_corpus"
+        assert s.verified is not None, (
+            f"{s.file} is unverified: run python -m treegrpo.services.learner.sft.verify_corpus"
+        )
         out.setdefault(s.task, []).append((s.verified.status, s.verified.oriented))
     return out
 
@@ -56,8 +58,9 @@ def outcomes() -> dict[str, list[tuple[str, float | None]]]:
 def logprobs(model, prompt: list[int]) -> torch.Tensor:
     """Log-probabilities of the first response token (the policy's whole action)."""
     decoder, head = parts(model)
-    hidden = decoder(input_ids=torch.tensor([prompt]), position_ids=torch.arange(len(prompt))[None],
-                     use_cache=False).last_hidden_state
+    hidden = decoder(
+        input_ids=torch.tensor([prompt]), position_ids=torch.arange(len(prompt))[None], use_cache=False
+    ).last_hidden_state
     return torch.log_softmax(hidden[0, -1] @ head.T, dim=-1)
 
 
@@ -79,11 +82,19 @@ def run(seed: int, learn: bool, rounds: int = ROUNDS, lr: float = LR) -> list[fl
             logp = logprobs(model, prompt)
             toks = torch.multinomial(logp.detach().exp(), GROUP, replacement=True, generator=gen)
             picked = [table[task][int(tok) % len(table[task])] for tok in toks]
-            rewards = group_rewards([Member(f"{rnd}-{t}-{i}", st, o) for i, (st, o) in enumerate(picked)], shaping)
+            rewards = group_rewards(
+                [Member(f"{rnd}-{t}-{i}", st, o) for i, (st, o) in enumerate(picked)], shaping
+            )
             adv = torch.tensor(advantages.compute("grpo", rewards))
-            behaviour = logp.detach()[toks]                  # sampled from this very policy
-            part, _ = policy_loss(logp[toks], behaviour, behaviour, adv,
-                                  torch.full((GROUP,), 1.0 / (GROUP * len(table))), loss_cfg)
+            behaviour = logp.detach()[toks]  # sampled from this very policy
+            part, _ = policy_loss(
+                logp[toks],
+                behaviour,
+                behaviour,
+                adv,
+                torch.full((GROUP,), 1.0 / (GROUP * len(table))),
+                loss_cfg,
+            )
             loss = loss + part
             rewards_all += rewards
         means.append(statistics.fmean(rewards_all))

@@ -33,7 +33,15 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(120) == 130
     assert "resume with" in (home / "run.log").read_text()
-    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo/configs/run-small.toml"), "--resume", run_id]
+    argv = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "run",
+        str(ROOT / "treegrpo/configs/run-small.toml"),
+        "--resume",
+        run_id,
+    ]
     for s in [*sets, "runner.timeout_s=480"]:  # the runner gives up (and stops its services) first
         argv += ["--set", s]
     done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -17,8 +17,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 def test_a_missing_model_stops_the_run_at_once_with_the_reason_on_screen(tmp_path):
     home = tmp_path / "home"  # fresh: no model built, as on a first `treegrpo run`
-    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo/configs/run-small.toml"),
-            "--set", "runner.timeout_s=600", "--set", "run.rounds=1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "run",
+        str(ROOT / "treegrpo/configs/run-small.toml"),
+        "--set",
+        "runner.timeout_s=600",
+        "--set",
+        "run.rounds=1",
+    ]
     started = time.monotonic()
     done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=280)
     took = time.monotonic() - started

@@ -19,9 +19,14 @@ N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (treegrpo/configs/
 
 
 def nats_up(home) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "treegrpo.cli", "nats", "up", "--port", "0"], env=env_for(home),
-                            cwd=ROOT, stdout=open(home / "nats.log", "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treegrpo.cli", "nats", "up", "--port", "0"],
+        env=env_for(home),
+        cwd=ROOT,
+        stdout=open(home / "nats.log", "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url_file = home / "nats" / "url"
     deadline = time.time() + 60
     while not (url_file.exists() and url_file.read_text().strip()):
@@ -49,7 +54,10 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
         assert stopped.wait(120) == 130
         sampled_a = read_log(home, a, url).counts[Kind.NODE_SAMPLED]
 
-        both = [start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / f"{n}.log") for n in "bc"]
+        both = [
+            start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / f"{n}.log")
+            for n in "bc"
+        ]
         codes = [p.wait(900) for p in both]
         logs = {n: (home / f"{n}.log").read_text() for n in "bc"}
         assert codes == [0, 0], {n: text[-3000:] for n, text in logs.items()}

@@ -12,9 +12,14 @@ from treegrpo.services.learner import _checkpoint as ckpt
 from treegrpo.services.learner._model import load_base, save_tiny, wrap_lora
 from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
 
-pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600),
-              pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")]
-LORA = SimpleNamespace(r=8, alpha=16.0, dropout=0.0, target_modules="all-linear")  # no pydantic on the GPU image
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"),
+]
+LORA = SimpleNamespace(
+    r=8, alpha=16.0, dropout=0.0, target_modules="all-linear"
+)  # no pydantic on the GPU image
 SETTINGS = TrainerSettings(lr=1e-3, micro_batch_tokens=512, device="cuda:0", dtype="bfloat16")
 
 
@@ -25,8 +30,16 @@ def batch(n: int, seed: int) -> list[TrainSample]:
         length = rng.randint(32, 400)
         ids = [rng.randrange(3, 512) for _ in range(length)]
         p = length // 4
-        out.append(TrainSample("g", f"n{i}", tuple(ids[:p]), tuple(ids[p:]), tuple([-5.0] * (length - p)),
-                               rng.choice([1.0, -0.5, 0.7])))
+        out.append(
+            TrainSample(
+                "g",
+                f"n{i}",
+                tuple(ids[:p]),
+                tuple(ids[p:]),
+                tuple([-5.0] * (length - p)),
+                rng.choice([1.0, -0.5, 0.7]),
+            )
+        )
     return out
 
 
@@ -37,7 +50,9 @@ def test_two_gpu_step_matches_one_gpu_and_resumes_bit_for_bit(tmp_path):
     torch.manual_seed(0)
     single = PolicyTrainer(wrap_lora(load_base(model_dir, "bfloat16", "cuda:0"), LORA), SETTINGS)
     expected = single.step(batch(24, 1)).metrics
-    spec = RankSpec(model_path=str(model_dir), devices=("cuda:0", "cuda:1"), trainer=SETTINGS, lora=vars(LORA))
+    spec = RankSpec(
+        model_path=str(model_dir), devices=("cuda:0", "cuda:1"), trainer=SETTINGS, lora=vars(LORA)
+    )
     two = RankedTrainer(spec)
     try:
         got = two.step(batch(24, 1)).metrics

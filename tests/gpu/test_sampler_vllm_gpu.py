@@ -31,9 +31,11 @@ from treegrpo.services.sampler import SamplerConfig
 from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/gpu_vllm.sh)")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (scripts/gpu_vllm.sh)"),
+]
 
 TOKEN = 100
 # vLLM forks its engine process unless CUDA is already initialised here; on the H200 (2026-12-01) the
@@ -65,18 +67,36 @@ async def test_vllm_sampler_on_cuda_serves_the_pulled_version_from_the_next_roun
     task.mkdir(parents=True)
     (task / "description.md").write_text("# Spooky mini\nPredict the author of each sentence. Log loss.")
     cfg = SamplerConfig(
-        backend="vllm", model=str(model), nats={"url": nats_server.url}, workdir=str(tmp_path / "sampler"),
-        vllm={"dtype": "bfloat16", "max_model_len": 1024, "gpu_memory_utilization": 0.2, "max_lora_rank": 8,
-              "enforce_eager": True},
-        prompts={"task_roots": [str(tmp_path / "public")]}, sampling={"max_new_tokens": 12},
-        grpc={"port": 0, "pull_after_s": 0.3}, max_concurrent_groups=2)
+        backend="vllm",
+        model=str(model),
+        nats={"url": nats_server.url},
+        workdir=str(tmp_path / "sampler"),
+        vllm={
+            "dtype": "bfloat16",
+            "max_model_len": 1024,
+            "gpu_memory_utilization": 0.2,
+            "max_lora_rank": 8,
+            "enforce_eager": True,
+        },
+        prompts={"task_roots": [str(tmp_path / "public")]},
+        sampling={"max_new_tokens": 12},
+        grpc={"port": 0, "pull_after_s": 0.3},
+        max_concurrent_groups=2,
+    )
     svc = SamplerService(cfg, "s1")
     await svc.setup()
     runner = asyncio.create_task(svc.run())
     try:
         async with grading(bus):
-            await begin(bus, run_id="gpu1", tasks=["spooky-mini"], rounds=2, train=True, max_staleness=0,
-                        tree={"expansions": 2, "group_size": 4, "drafts": 2})
+            await begin(
+                bus,
+                run_id="gpu1",
+                tasks=["spooky-mini"],
+                rounds=2,
+                train=True,
+                max_staleness=0,
+                tree={"expansions": 2, "group_size": 4, "drafts": 2},
+            )
             await wait_for(bus, "gpu1", Kind.ROUND_COMPLETED, ("spooky-mini", "1"), timeout=300)
             await publish(bus, "gpu1", 1, adapter)
             await wait_for(bus, "gpu1", Kind.RUN_COMPLETED, timeout=120)
@@ -90,8 +110,11 @@ async def test_vllm_sampler_on_cuda_serves_the_pulled_version_from_the_next_roun
     assert first.policy_version == 0 and share(first, TOKEN) < 0.2
     for step in range(2):
         for i in range(4):
-            node = (await bus.last_event("gpu1", Kind.NODE_SAMPLED,
-                                         events.node_id("gpu1", "spooky-mini", 2, step, i))).node_sampled
+            node = (
+                await bus.last_event(
+                    "gpu1", Kind.NODE_SAMPLED, events.node_id("gpu1", "spooky-mini", 2, step, i)
+                )
+            ).node_sampled
             assert node.policy_version == 1 and share(node, TOKEN) > 0.9, (step, i)
     ref = reference_logprobs(model, adapter, list(node.prompt_token_ids), list(node.response_token_ids))
     got = list(node.response_logprobs)

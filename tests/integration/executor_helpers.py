@@ -16,13 +16,29 @@ UID_BASE = 62000 + (os.getpid() % 400) * 8
 
 
 def make_config(tmp: Path, **over) -> ExecutorConfig:
-    local = {"workspace_root": str(tmp / "ws"), "hidden_paths": [], "disk_poll_s": 0.2,
-             "sandbox_uid_base": UID_BASE, **over.pop("local", {})}
-    caps = {"cpu": 1, "mem_gib": 1, "nproc": 64, "output_bytes": 2 * 2**20, "ephemeral_gib": 0.05,
-            **over.pop("caps", {})}
-    return ExecutorConfig(timeout_s=over.pop("timeout_s", 20), max_concurrency=over.pop("max_concurrency", 2),
-                          public_data_roots=over.pop("public_data_roots", [str(tmp / "public")]),
-                          local=local, caps=caps, **over)
+    local = {
+        "workspace_root": str(tmp / "ws"),
+        "hidden_paths": [],
+        "disk_poll_s": 0.2,
+        "sandbox_uid_base": UID_BASE,
+        **over.pop("local", {}),
+    }
+    caps = {
+        "cpu": 1,
+        "mem_gib": 1,
+        "nproc": 64,
+        "output_bytes": 2 * 2**20,
+        "ephemeral_gib": 0.05,
+        **over.pop("caps", {}),
+    }
+    return ExecutorConfig(
+        timeout_s=over.pop("timeout_s", 20),
+        max_concurrency=over.pop("max_concurrency", 2),
+        public_data_roots=over.pop("public_data_roots", [str(tmp / "public")]),
+        local=local,
+        caps=caps,
+        **over,
+    )
 
 
 async def started(cfg: ExecutorConfig) -> LocalBackend:
@@ -31,7 +47,9 @@ async def started(cfg: ExecutorConfig) -> LocalBackend:
     return backend
 
 
-async def run_code(backend: LocalBackend, code: str, node: str = "n1", task: str = "t", run: str = "r1") -> Outcome:
+async def run_code(
+    backend: LocalBackend, code: str, node: str = "n1", task: str = "t", run: str = "r1"
+) -> Outcome:
     decl = parse_declaration(code, backend.cfg.gate)
     return await backend.run(Job(run, node, task, code, Limits.for_node(decl, backend.cfg)))
 

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def _tree_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -45,8 +48,9 @@ async def test_import_then_export_round_trips_every_record_summary_and_timing_li
     for src_file in sorted(src.rglob("*__summary_*.json")):
         assert json.loads((out / src_file.relative_to(src)).read_text()) == json.loads(src_file.read_text())
     # the layout is the seed's: same files (views included), stub round empty, no summary for partial rounds
-    assert sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file()) == \
-        sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file()) == sorted(
+        p.relative_to(out) for p in out.rglob("*") if p.is_file()
+    )
     stub = next((out / "s25_full" / "round_3").iterdir())
     assert stub.stat().st_size == 0 and len(list(stub.parent.iterdir())) == 1
     assert not list((out / "s25_partial" / "round_2").glob("*summary*"))
@@ -59,7 +63,9 @@ async def test_reimport_adds_nothing_and_export_is_byte_identical(bus, tmp_path)
     first = await import_root(bus, src)
     count = await _messages(bus)
     again = await import_root(bus, src)
-    assert sum(r.events for r in again) == 0 and sum(r.existing for r in again) == sum(r.events for r in first)
+    assert sum(r.events for r in again) == 0 and sum(r.existing for r in again) == sum(
+        r.events for r in first
+    )
     assert await _messages(bus) == count
     ids = [r.run_id for r in first]
     await export_runs(bus, ids, tmp_path / "a")
@@ -93,10 +99,12 @@ async def test_malformed_lines_are_reported_and_the_rest_imported(bus, tmp_path)
 
 def _live_run(run: str) -> list[pb.Event]:
     """The events services publish for one tiny round: 2 groups of 2, one node still in flight."""
-    spec = pb.RunStarted(run_spec_json='{"phase": "eval"}', tasks=["t"], rounds=1, train=True,
-                         resource_gate=True)
-    started = pb.RoundStarted(task="t", round=1, started_unix=1700000000, model="m0", expansions=2,
-                              group_size=2)
+    spec = pb.RunStarted(
+        run_spec_json='{"phase": "eval"}', tasks=["t"], rounds=1, train=True, resource_gate=True
+    )
+    started = pb.RoundStarted(
+        task="t", round=1, started_unix=1700000000, model="m0", expansions=2, group_size=2
+    )
     out = [ev.make_event(run, "cli", spec, at=1.0), ev.make_event(run, "sampler", started, at=1.0)]
     graded = []
     for step in range(2):
@@ -105,16 +113,44 @@ def _live_run(run: str) -> list[pb.Event]:
         for i in range(2):
             nid = ev.node_id(run, "t", 1, step, i)
             ok = i == 0
-            s = pb.NodeSampled(node_id=nid, task="t", round=1, step=step, sibling_group=gid, mode="draft",
-                               code=f"print({i})", response_token_ids=[1, 2], response_logprobs=[-0.5, -0.25],
-                               index_in_group=i, gen_seconds=0.25 * (step + 1))
-            x = pb.NodeExecuted(node_id=nid, task="t", round=1, step=step, sibling_group=gid, mode="draft",
-                                status="ok" if ok else "crashed", exc_type=None if ok else "ValueError",
-                                resource_gate=True, where="local:w1")
+            s = pb.NodeSampled(
+                node_id=nid,
+                task="t",
+                round=1,
+                step=step,
+                sibling_group=gid,
+                mode="draft",
+                code=f"print({i})",
+                response_token_ids=[1, 2],
+                response_logprobs=[-0.5, -0.25],
+                index_in_group=i,
+                gen_seconds=0.25 * (step + 1),
+            )
+            x = pb.NodeExecuted(
+                node_id=nid,
+                task="t",
+                round=1,
+                step=step,
+                sibling_group=gid,
+                mode="draft",
+                status="ok" if ok else "crashed",
+                exc_type=None if ok else "ValueError",
+                resource_gate=True,
+                where="local:w1",
+            )
             x.resources.gpu, x.resources.mem = 1.0, 0.5
-            g = pb.NodeGraded(node_id=nid, task="t", round=1, step=step, sibling_group=gid, mode="draft",
-                              status="ok" if ok else "crashed", is_buggy=not ok, source="grade" if ok else "none",
-                              exec_time=1.5)
+            g = pb.NodeGraded(
+                node_id=nid,
+                task="t",
+                round=1,
+                step=step,
+                sibling_group=gid,
+                mode="draft",
+                status="ok" if ok else "crashed",
+                is_buggy=not ok,
+                source="grade" if ok else "none",
+                exec_time=1.5,
+            )
             if ok:
                 g.test_metric, g.oriented = 0.5 + step, 0.5 + step
             group.members.add(node_id=nid, reward=0.9 if ok else -0.5, status=g.status)
@@ -125,9 +161,15 @@ def _live_run(run: str) -> list[pb.Event]:
     done = pb.RoundCompleted(task="t", round=1, completed_unix=1700000100)  # the fact alone, as sampled
     step = pb.LearnerStepped(step=1, total_s=10.0)
     step.phases_s.gen, step.phases_s.update_actor = 8.0, 1.9
-    return out + list(reversed(graded)) + [ev.make_event(run, "sampler", late, at=6.0),
-                                           ev.make_event(run, "sampler", done, at=7.0),
-                                           ev.make_event(run, "learner", step, at=8.0)]
+    return (
+        out
+        + list(reversed(graded))
+        + [
+            ev.make_event(run, "sampler", late, at=6.0),
+            ev.make_event(run, "sampler", done, at=7.0),
+            ev.make_event(run, "learner", step, at=8.0),
+        ]
+    )
 
 
 async def test_export_of_a_live_run_joins_the_facts_into_the_seed_layout(bus, tmp_path):
@@ -135,14 +177,21 @@ async def test_export_of_a_live_run_joins_the_facts_into_the_seed_layout(bus, tm
     [res] = await export_runs(bus, ["live1"], tmp_path)
     assert (res.nodes, res.ungraded_skipped, res.violations) == (4, 1, [])
     rdir = tmp_path / "live1" / "round_1"
-    assert sorted(p.name for p in rdir.iterdir()) == ["t__1700000000.jsonl", "t__1700000000__transcript.md",
-                                                      "t__1700000000__tree.txt", "t__summary_1700000100.json"]
+    assert sorted(p.name for p in rdir.iterdir()) == [
+        "t__1700000000.jsonl",
+        "t__1700000000__transcript.md",
+        "t__1700000000__tree.txt",
+        "t__summary_1700000100.json",
+    ]
     rows = _jsonl(rdir / "t__1700000000.jsonl")
     assert [(r["step"], r["status"]) for r in rows] == [(0, "ok"), (0, "crashed"), (1, "ok"), (1, "crashed")]
     assert len(rows[0]) == 32 and rows[0]["resources"] == {"mem": 0.5, "gpu": 1} and rows[0]["reward"] == 0.9
-    assert rows[1]["exc_type"] == "ValueError" and rows[1]["test_metric"] is None and rows[0]["n_children"] == 0
-    assert _jsonl(tmp_path / "live1" / "timing.jsonl") == [{"step": 1, "total_s": 10.0,
-                                                            "phases_s": {"gen": 8.0, "update_actor": 1.9}}]
+    assert (
+        rows[1]["exc_type"] == "ValueError" and rows[1]["test_metric"] is None and rows[0]["n_children"] == 0
+    )
+    assert _jsonl(tmp_path / "live1" / "timing.jsonl") == [
+        {"step": 1, "total_s": 10.0, "phases_s": {"gen": 8.0, "update_actor": 1.9}}
+    ]
 
 
 async def test_a_live_rounds_summary_is_derived_from_its_node_events(bus, tmp_path):
@@ -151,11 +200,22 @@ async def test_a_live_rounds_summary_is_derived_from_its_node_events(bus, tmp_pa
     await export_runs(bus, ["live3"], tmp_path)
     summary = json.loads((tmp_path / "live3" / "round_1" / "t__summary_1700000100.json").read_text())
     assert summary == {
-        "exp_id": "t", "round": 1, "model": "m0", "adapter_path": "", "nodes": 4, "valid": 2, "expansions": 2,
-        "phase": "eval", "best_test_metric": 1.5, "best_node_id": ev.node_id("live3", "t", 1, 1, 0),
-        "honest_test_metric": None, "rollout_file": "round_1/t__1700000000.jsonl",
+        "exp_id": "t",
+        "round": 1,
+        "model": "m0",
+        "adapter_path": "",
+        "nodes": 4,
+        "valid": 2,
+        "expansions": 2,
+        "phase": "eval",
+        "best_test_metric": 1.5,
+        "best_node_id": ev.node_id("live3", "t", 1, 1, 0),
+        "honest_test_metric": None,
+        "rollout_file": "round_1/t__1700000000.jsonl",
         "workspace": "live3/round_1/t",
-        "gen_llm_seconds": 1.5, "gen_exec_seconds": 6.0}
+        "gen_llm_seconds": 1.5,
+        "gen_exec_seconds": 6.0,
+    }
 
 
 async def test_a_live_round_completed_carrying_stale_copies_does_not_override_the_node_events(bus, tmp_path):
@@ -173,8 +233,9 @@ async def test_export_refuses_a_run_that_breaks_the_seeds_invariants(bus, tmp_pa
     events = _live_run("live2")
     for i, e in enumerate(events):
         if e.WhichOneof("body") == "round_completed":  # only imported rounds carry a summary to check
-            summary = pb.RoundCompleted(task="t", round=1, nodes=4, valid=3, expansions=2, phase="train",
-                                        completed_unix=1700000100)
+            summary = pb.RoundCompleted(
+                task="t", round=1, nodes=4, valid=3, expansions=2, phase="train", completed_unix=1700000100
+            )
             events[i] = ev.make_event("live2", ev.IMPORTED_PRODUCER, summary, at=7.0)
     await bus.publish_many(events)
     with pytest.raises(ArchiveInvariantError, match="valid=3"):

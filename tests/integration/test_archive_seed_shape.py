@@ -12,8 +12,16 @@ from treegrpo.report import build_report
 
 pytestmark = pytest.mark.timeout(120)
 
-NODES = {"20260701_223600": 128, "20260701_231713": 640, "20260702_020809": 158, "20260702_041208": 768,
-         "20260702_073759": 192, "20260702_152844": 640, "20260702_183315": 273, "20260702_221522": 49}
+NODES = {
+    "20260701_223600": 128,
+    "20260701_231713": 640,
+    "20260702_020809": 158,
+    "20260702_041208": 768,
+    "20260702_073759": 192,
+    "20260702_152844": 640,
+    "20260702_183315": 273,
+    "20260702_221522": 49,
+}
 
 
 async def test_seed_shaped_root_round_trips_and_reports_the_same_from_bus_and_files(bus, tmp_path):
@@ -35,8 +43,9 @@ async def test_seed_shaped_root_round_trips_and_reports_the_same_from_bus_and_fi
     assert [("save_checkpoint" in t["phases_s"]) for t in cactus] == [False] * 9 + [True]
     for f in src.rglob("*.jsonl"):
         rel = f.relative_to(src)
-        assert [json.loads(x) for x in (out / rel).read_text().splitlines()] == \
-            [json.loads(x) for x in f.read_text().splitlines()], rel
+        assert [json.loads(x) for x in (out / rel).read_text().splitlines()] == [
+            json.loads(x) for x in f.read_text().splitlines()
+        ], rel
     files = (await build_report(src, [], tmp_path / "r1")).data["runs"]
     from_bus = (await build_report(bus, list(NODES), tmp_path / "r2")).data["runs"]
     for a, b in zip(files, from_bus, strict=True):

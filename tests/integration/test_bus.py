@@ -73,8 +73,9 @@ async def test_unacked_message_is_redelivered_after_consumer_dies(bus):
         t.cancel()
     await asyncio.sleep(0)
     deliveries = []
-    seen, _ = await consume_until(bus, "worker", [Kind.NODE_SAMPLED], 1,
-                                  handler=lambda e, d: _record(deliveries, d), opts=opts)
+    seen, _ = await consume_until(
+        bus, "worker", [Kind.NODE_SAMPLED], 1, handler=lambda e, d: _record(deliveries, d), opts=opts
+    )
     assert seen[0].node_sampled.node_id == "n0007"
     assert deliveries[0].num_delivered >= 2
 

@@ -27,7 +27,9 @@ def run_cli(*args, env=None, timeout=60):
 async def test_events_json_dumps_a_runs_events_in_order(nats_server):
     bus = await Bus.connect(nats_server.url, "test", 5)
     await bus.ensure()
-    await bus.publish_many([ev.make_event("r9", "test", pb.NodeSampled(node_id=f"n{i}", task="t")) for i in range(3)])
+    await bus.publish_many(
+        [ev.make_event("r9", "test", pb.NodeSampled(node_id=f"n{i}", task="t")) for i in range(3)]
+    )
     await bus.close(2)
     out = run_cli("events", "r9", "--json", "--url", nats_server.url)
     assert out.returncode == 0, out.stderr
@@ -38,8 +40,13 @@ async def test_events_json_dumps_a_runs_events_in_order(nats_server):
 
 def test_nats_up_publishes_its_url_under_treegrpo_home(tmp_path):
     env = {**os.environ, "TREEGRPO_HOME": str(tmp_path)}
-    proc = subprocess.Popen([*CLI, "nats", "up", "--port", "0"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "nats", "up", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url_file = Path(tmp_path) / "nats" / "url"
         for _ in range(100):
@@ -77,10 +84,20 @@ async def test_tail_follows_a_run_live_and_stops_after_run_completed(nats_server
     bus = await Bus.connect(nats_server.url, "test", 5)
     await bus.ensure()
     await bus.publish(ev.make_event("r7", "test", pb.NodeSampled(node_id="a1", task="t", mode="draft")))
-    proc = await asyncio.create_subprocess_exec(*CLI, "tail", "r7", "--url", nats_server.url, "--until-complete",
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        "tail",
+        "r7",
+        "--url",
+        nats_server.url,
+        "--until-complete",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     await asyncio.sleep(2.0)  # tail is following; these arrive live
-    await bus.publish(ev.make_event("r7", "test", pb.NodeExecuted(node_id="a1", status="crashed", exc_type="KeyError")))
+    await bus.publish(
+        ev.make_event("r7", "test", pb.NodeExecuted(node_id="a1", status="crashed", exc_type="KeyError"))
+    )
     await bus.publish(ev.make_event("r7", "test", pb.RunCompleted(outcome="completed")))
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     await bus.close(2)

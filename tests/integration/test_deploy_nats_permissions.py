@@ -61,12 +61,19 @@ def secured_nats(tmp_path):
     shutil.copy(ACCOUNTS, tmp_path / "accounts.conf")
     port, log = free_port(), tmp_path / "nats.log"
     conf = tmp_path / "nats.conf"
-    conf.write_text(f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\nlog_file: "{log}"\n'
-                    f'jetstream {{ store_dir: "{tmp_path / "js"}" }}\ninclude ./accounts.conf\n')
+    conf.write_text(
+        f'listen: "127.0.0.1:{port}"\nmax_payload: 8MB\nlog_file: "{log}"\n'
+        f'jetstream {{ store_dir: "{tmp_path / "js"}" }}\ninclude ./accounts.conf\n'
+    )
     passwords = {u: secrets.token_hex(12) for u in USERS}
     env = {f"TG_{u.upper()}_PASSWORD": p for u, p in passwords.items()}
-    proc = subprocess.Popen([find_binary(), "-c", str(conf)], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [find_binary(), "-c", str(conf)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_listening(proc, port, log)
         yield SecuredNats(port, passwords, log, proc)
@@ -83,7 +90,9 @@ def _wait_listening(proc: subprocess.Popen, port: int, log: Path, wait_s: float 
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"nats-server exited {proc.returncode}: {log.read_text() if log.exists() else ''}")
+            raise RuntimeError(
+                f"nats-server exited {proc.returncode}: {log.read_text() if log.exists() else ''}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -95,18 +104,29 @@ def _wait_listening(proc: subprocess.Popen, port: int, log: Path, wait_s: float 
 # -- the facts each service produces, and the kinds it consumes -------------------------------------
 def produced(user: str) -> list[pb.Event]:
     bodies = {
-        "sampler": [pb.NodeSampled(node_id="n1", task="t", round=1), pb.RoundStarted(task="t", round=1),
-                    pb.RoundCompleted(task="t", round=1), pb.PolicyLoaded(version=1, sampler_id="s0"),
-                    pb.RunCompleted(outcome="ok")],
+        "sampler": [
+            pb.NodeSampled(node_id="n1", task="t", round=1),
+            pb.RoundStarted(task="t", round=1),
+            pb.RoundCompleted(task="t", round=1),
+            pb.PolicyLoaded(version=1, sampler_id="s0"),
+            pb.RunCompleted(outcome="ok"),
+        ],
         "executor": [pb.NodeExecuted(node_id="n1", task="t", round=1, status="ok")],
-        "grader": [pb.NodeGraded(node_id="n1", task="t", round=1, status="ok"), pb.GroupScored(sibling_group="g1")],
+        "grader": [
+            pb.NodeGraded(node_id="n1", task="t", round=1, status="ok"),
+            pb.GroupScored(sibling_group="g1"),
+        ],
         "learner": [pb.LearnerStepped(step=1), pb.PolicyPublished(version=1, adapter_key="r1/v1.tar")],
     }[user]
     return [ev.make_event(RUN, f"{user}/test", b) for b in bodies]
 
 
-CONSUMES = {"sampler": [Kind.RUN_STARTED, Kind.NODE_GRADED], "executor": [Kind.NODE_SAMPLED],
-            "grader": [Kind.NODE_EXECUTED], "learner": [Kind.GROUP_SCORED, Kind.POLICY_LOADED]}
+CONSUMES = {
+    "sampler": [Kind.RUN_STARTED, Kind.NODE_GRADED],
+    "executor": [Kind.NODE_SAMPLED],
+    "grader": [Kind.NODE_EXECUTED],
+    "learner": [Kind.GROUP_SCORED, Kind.POLICY_LOADED],
+}
 
 
 async def connect(server: SecuredNats, user: str) -> Bus:
@@ -133,8 +153,9 @@ async def consume_own(bus: Bus, user: str, expected: int) -> Consumer:
         if len(seen) == 1:
             raise PermanentError("first one dead-lettered on purpose")
 
-    consumer = Consumer(bus, user, [ev.subject_filter(k) for k in CONSUMES[user]], on,
-                        ConsumerOptions(fetch_timeout_s=0.5))
+    consumer = Consumer(
+        bus, user, [ev.subject_filter(k) for k in CONSUMES[user]], on, ConsumerOptions(fetch_timeout_s=0.5)
+    )
     await asyncio.wait_for(consumer.run(stop), 20)
     return consumer
 
@@ -154,11 +175,18 @@ async def test_executor_cannot_publish_grades_or_policies_while_grader_and_learn
         assert await try_publish(learner, "tg.r1.policy.published.1")
 
         info = await operator.js.stream_info(STREAM, subjects_filter="tg.>")
-        assert info.state.subjects == {"tg.r1.node.executed.x": 1, "tg.r1.node.graded.x": 1,
-                                       "tg.r1.policy.published.1": 1}
+        assert info.state.subjects == {
+            "tg.r1.node.executed.x": 1,
+            "tg.r1.node.graded.x": 1,
+            "tg.r1.policy.published.1": 1,
+        }
         refused = {(user, subject) for user, _, subject in secured_nats.violations()}
-        assert refused == {("executor", "tg.r1.node.graded.x"), ("executor", "tg.r1.policy.published.1"),
-                           ("executor", "tg.r1.group.scored.g1"), ("grader", "tg.r1.policy.published.1")}
+        assert refused == {
+            ("executor", "tg.r1.node.graded.x"),
+            ("executor", "tg.r1.policy.published.1"),
+            ("executor", "tg.r1.group.scored.g1"),
+            ("grader", "tg.r1.policy.published.1"),
+        }
     finally:
         for b in (executor, grader, learner, operator):
             await b.close(2)
@@ -168,10 +196,17 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
     operator = await connect(secured_nats, "operator")
     await operator.ensure()
     # what each service consumes, published by the operator (it may publish anything)
-    inputs = [pb.RunStarted(tasks=["t"]), pb.NodeGraded(node_id="n0"), pb.NodeGraded(node_id="n9"),
-              pb.NodeSampled(node_id="n0"), pb.NodeSampled(node_id="n9"),
-              pb.NodeExecuted(node_id="n0"), pb.NodeExecuted(node_id="n9"),
-              pb.GroupScored(sibling_group="g0"), pb.PolicyLoaded(version=0, sampler_id="s0")]
+    inputs = [
+        pb.RunStarted(tasks=["t"]),
+        pb.NodeGraded(node_id="n0"),
+        pb.NodeGraded(node_id="n9"),
+        pb.NodeSampled(node_id="n0"),
+        pb.NodeSampled(node_id="n9"),
+        pb.NodeExecuted(node_id="n0"),
+        pb.NodeExecuted(node_id="n9"),
+        pb.GroupScored(sibling_group="g0"),
+        pb.PolicyLoaded(version=0, sampler_id="s0"),
+    ]
     await operator.publish_many([ev.make_event(RUN, "operator/test", b) for b in inputs])
     buses = {u: await connect(secured_nats, u) for u in CONSUMES}
     try:
@@ -179,8 +214,11 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
             await bus.ensure()  # the streams exist: info only
             for event in produced(user):
                 assert await bus.publish(event) > 0
-            expected = sum(1 for k in CONSUMES[user]
-                           for _ in range(1 if k in (Kind.RUN_STARTED, Kind.POLICY_LOADED) else 2))
+            expected = sum(
+                1
+                for k in CONSUMES[user]
+                for _ in range(1 if k in (Kind.RUN_STARTED, Kind.POLICY_LOADED) else 2)
+            )
             consumer = await consume_own(bus, user, expected)
             assert (consumer.processed, consumer.dead_lettered) == (expected - 1, 1)
             assert await bus.last_event(RUN, Kind.RUN_STARTED) is not None
@@ -190,7 +228,9 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
         adapter = secrets.token_bytes(3 << 20)  # several 1 MiB chunks
         await buses["learner"].put_object(ADAPTERS, "r1/v1.tar", adapter)
         assert await buses["sampler"].get_object(ADAPTERS, "r1/v1.tar") == adapter
-        await buses["learner"].put_object(ADAPTERS, "r1/v1.tar", adapter[:1000])  # overwrite purges old chunks
+        await buses["learner"].put_object(
+            ADAPTERS, "r1/v1.tar", adapter[:1000]
+        )  # overwrite purges old chunks
         assert await buses["learner"].get_object(ADAPTERS, "r1/v1.tar") == adapter[:1000]
         dlq = await operator.js.stream_info("TREEGRPO_DLQ")
         assert dlq.state.messages == len(CONSUMES)
@@ -205,8 +245,9 @@ async def test_executor_cannot_write_adapters_swallow_the_graders_work_or_purge_
     try:
         await operator.ensure()
         await operator.publish(ev.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
-        await operator.js.add_consumer(STREAM, durable_name="grader", name="grader",
-                                       filter_subject=ev.subject_filter(Kind.NODE_EXECUTED))
+        await operator.js.add_consumer(
+            STREAM, durable_name="grader", name="grader", filter_subject=ev.subject_filter(Kind.NODE_EXECUTED)
+        )
         js = executor.nc.jetstream(timeout=1.5)
 
         store = await js.object_store(ADAPTERS)

@@ -31,12 +31,30 @@ async def test_a_frozen_executor_runs_each_node_once_and_times_the_script_alone(
     public_task(tmp_path)
     await bus.publish(run_started(gate=False))
     long, short = sampled(0, SLEEP.format(s=14)), sampled(1, SLEEP.format(s=3))
-    env = dict(os.environ, TREEGRPO_EXECUTOR_LOCAL__WORKSPACE_ROOT=str(tmp_path / "ws"),
-               TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS=f'["{tmp_path / "public"}"]', TREEGRPO_HOME=str(tmp_path / "home"),
-               PYTHONUNBUFFERED="1")
-    cli = [sys.executable, "-m", "treegrpo.cli", "serve", "executor", "--set", f'nats.url="{nats_server.url}"',
-           "--set", "max_concurrency=2", "--set", "timeout_s=60", "--set", "ack_wait_s=2",
-           "--set", "health.interval_s=0.1"]
+    env = dict(
+        os.environ,
+        TREEGRPO_EXECUTOR_LOCAL__WORKSPACE_ROOT=str(tmp_path / "ws"),
+        TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS=f'["{tmp_path / "public"}"]',
+        TREEGRPO_HOME=str(tmp_path / "home"),
+        PYTHONUNBUFFERED="1",
+    )
+    cli = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "serve",
+        "executor",
+        "--set",
+        f'nats.url="{nats_server.url}"',
+        "--set",
+        "max_concurrency=2",
+        "--set",
+        "timeout_s=60",
+        "--set",
+        "ack_wait_s=2",
+        "--set",
+        "health.interval_s=0.1",
+    ]
     log = tmp_path / "executor.log"
     proc = subprocess.Popen(cli, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     try:
@@ -49,7 +67,7 @@ async def test_a_frozen_executor_runs_each_node_once_and_times_the_script_alone(
         await asyncio.sleep(1.0)  # their scripts have started
         started = time.monotonic()
         proc.send_signal(signal.SIGSTOP)  # past ack_wait: the server redelivers both nodes
-        await asyncio.sleep(7.0)          # the short script ends meanwhile; the long one still runs
+        await asyncio.sleep(7.0)  # the short script ends meanwhile; the long one still runs
         proc.send_signal(signal.SIGCONT)
         got_short = await wait_executed(bus, short.node_sampled.node_id, timeout=60)
         got_long = await wait_executed(bus, long.node_sampled.node_id, timeout=60)

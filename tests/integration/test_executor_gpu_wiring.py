@@ -15,8 +15,11 @@ GPU_HEADER = "# /// script\n# [tool.resources]\n# cpu = 1\n# gpu = 1\n# ///\n"
 
 
 async def backend_with(tmp_path, trace, devices=("0",)) -> LocalBackend:
-    cfg = make_config(tmp_path, local={"gpu_devices": list(devices)},
-                      gpu_guard={"grace_s": 1.0, "poll_s": 0.1, "threshold_pct": 1.0})
+    cfg = make_config(
+        tmp_path,
+        local={"gpu_devices": list(devices)},
+        gpu_guard={"grace_s": 1.0, "poll_s": 0.1, "threshold_pct": 1.0},
+    )
     b = LocalBackend(cfg, TraceReader(trace))
     await b.start()
     return b
@@ -24,20 +27,29 @@ async def backend_with(tmp_path, trace, devices=("0",)) -> LocalBackend:
 
 async def test_gpu_node_idle_past_the_grace_is_killed_as_gpu_idle_error(tmp_path):
     b = await backend_with(tmp_path, [(0, 0.0)])
-    out = await run_code(b, GPU_HEADER + "import os, time\nprint(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)\ntime.sleep(30)\n")
+    out = await run_code(
+        b,
+        GPU_HEADER
+        + "import os, time\nprint(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)\ntime.sleep(30)\n",
+    )
     assert (out.status, out.exc_type, out.gpu_util) == ("crashed", "GpuIdleError", 0.0)
     assert 1.0 <= out.exec_time < 10 and out.term_tail == "0"
 
 
 async def test_gpu_node_kept_busy_finishes_and_records_its_utilisation(tmp_path):
     b = await backend_with(tmp_path, [(0, 80.0)])
-    out = await run_code(b, GPU_HEADER + "import time\ntime.sleep(2)\nopen('submission/submission.csv','w').write('id\\n1\\n')\n")
+    out = await run_code(
+        b,
+        GPU_HEADER + "import time\ntime.sleep(2)\nopen('submission/submission.csv','w').write('id\\n1\\n')\n",
+    )
     assert out.status == "ok" and out.gpu_util == 80.0
 
 
 async def test_cpu_nodes_are_not_watched_and_see_no_gpu(tmp_path):
     b = await backend_with(tmp_path, [(0, 0.0)])
-    out = await run_code(b, "import os, time\ntime.sleep(2)\nprint(repr(os.environ['CUDA_VISIBLE_DEVICES']))\n")
+    out = await run_code(
+        b, "import os, time\ntime.sleep(2)\nprint(repr(os.environ['CUDA_VISIBLE_DEVICES']))\n"
+    )
     assert out.status == "no_submission" and out.gpu_util is None and out.term_tail == "''"
 
 

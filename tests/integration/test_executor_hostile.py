@@ -50,8 +50,10 @@ async def test_writing_10_gib_to_one_file_stops_at_the_file_size_limit(backend):
 
 
 async def test_filling_the_workspace_with_many_files_stops_at_its_byte_limit(backend):
-    code = ("import time\nb = b'x' * 2**20\nfor i in range(10 * 1024):\n"
-            "    open(f'f{i}.bin', 'wb').write(b * 8)\n    time.sleep(0.01)\n")
+    code = (
+        "import time\nb = b'x' * 2**20\nfor i in range(10 * 1024):\n"
+        "    open(f'f{i}.bin', 'wb').write(b * 8)\n    time.sleep(0.01)\n"
+    )
     out = await run_code(backend, code)
     assert (out.status, out.exc_type) == ("crashed", "DiskQuotaExceeded")
     await assert_healthy(backend)
@@ -78,8 +80,10 @@ async def test_socket_to_a_loopback_port_cannot_connect(backend):
     listener.listen(1)
     listener.setblocking(False)
     port = listener.getsockname()[1]
-    code = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-            "open('submission/submission.csv', 'w').write('connected')\n")
+    code = (
+        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "open('submission/submission.csv', 'w').write('connected')\n"
+    )
     try:
         out = await run_code(backend, code)
         with pytest.raises(BlockingIOError):
@@ -101,7 +105,7 @@ async def test_parent_and_absolute_paths_outside_the_workspace_are_not_readable(
     os.chmod(other / "secret.txt", 0o644)
     code = f"""import os, json
 res = {{}}
-for p in ['..', '../..', {str(tmp_path / 'ws')!r}, {str(other / 'secret.txt')!r}, '/root', '/etc/hostname']:
+for p in ['..', '../..', {str(tmp_path / "ws")!r}, {str(other / "secret.txt")!r}, '/root', '/etc/hostname']:
     try:
         res[p] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read()[:100]
     except Exception as e:
@@ -125,7 +129,9 @@ open('submission/submission.csv', 'w').write(json.dumps(res))
 async def test_script_looking_for_the_answers_files_cannot_find_or_read_them(tmp_path):
     base = world_readable_dir()
     try:
-        token = "ANSWER-TOKEN-" + secrets.token_hex(8)  # made at run time: no file on disk (this one included) holds it
+        token = "ANSWER-TOKEN-" + secrets.token_hex(
+            8
+        )  # made at run time: no file on disk (this one included) holds it
         mle = base / "mlebench"  # MLE-bench layout, deliberately world-readable: only the mask protects it
         (mle / "comp" / "prepared" / "private").mkdir(parents=True)
         (mle / "comp" / "prepared" / "public").mkdir(parents=True)
@@ -135,7 +141,9 @@ async def test_script_looking_for_the_answers_files_cannot_find_or_read_them(tmp
         (mle / "comp" / "raw" / "train.csv").write_text(f"id,y\n1,{token}\n")
         (mle / "other" / "prepared" / "private").mkdir(parents=True)  # another task's answers
         (mle / "other" / "prepared" / "private" / "answers.csv").write_text(f"id,y\n1,{token}\n")
-        home_private = base / "home" / "tasks" / "private" / "comp"  # the built-in layout, 0700 as the grader makes it
+        home_private = (
+            base / "home" / "tasks" / "private" / "comp"
+        )  # the built-in layout, 0700 as the grader makes it
         home_private.mkdir(parents=True)
         (home_private / "answers.csv").write_text(f"id,y\n1,{token}\n")
         os.chmod(base / "home" / "tasks" / "private", 0o700)
@@ -145,8 +153,11 @@ async def test_script_looking_for_the_answers_files_cannot_find_or_read_them(tmp
             elif p.is_file():
                 os.chmod(p, 0o644)
         assert token in (mle / "comp" / "prepared" / "private" / "answers.csv").read_text()
-        cfg = make_config(tmp_path, public_data_roots=[str(mle)],
-                          local={"hidden_paths": [str(base / "home" / "tasks" / "private")]})
+        cfg = make_config(
+            tmp_path,
+            public_data_roots=[str(mle)],
+            local={"hidden_paths": [str(base / "home" / "tasks" / "private")]},
+        )
         b = await started(cfg)
         code = f"""import os
 found, names = [], []
@@ -168,8 +179,8 @@ for top in [{str(base)!r}, '/tmp', '/mnt', '..', '/']:
                     found.append(path)
             except Exception:
                 pass
-for p in [{str(mle / 'comp' / 'prepared' / 'private' / 'answers.csv')!r}, {str(home_private / 'answers.csv')!r},
-          {str(mle / 'comp' / 'raw' / 'train.csv')!r}, {str(mle / 'other' / 'prepared' / 'private' / 'answers.csv')!r},
+for p in [{str(mle / "comp" / "prepared" / "private" / "answers.csv")!r}, {str(home_private / "answers.csv")!r},
+          {str(mle / "comp" / "raw" / "train.csv")!r}, {str(mle / "other" / "prepared" / "private" / "answers.csv")!r},
           '../input/../../answers.csv', 'input/../prepared/private/answers.csv']:
     try:
         found.append(open(p).read())
@@ -191,9 +202,11 @@ open('submission/submission.csv', 'w').write(repr((found, names)))
 
 @needs_root
 async def test_killing_its_parent_leaves_the_executor_unharmed(backend):
-    code = ("import os\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, 9)\n"
-            "    except Exception as e:\n        print(type(e).__name__)\n"
-            "open('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+    code = (
+        "import os\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, 9)\n"
+        "    except Exception as e:\n        print(type(e).__name__)\n"
+        "open('submission/submission.csv', 'w').write('id\\n1\\n')\n"
+    )
     out = await run_code(backend, code)
     assert out.status == "ok", out.term_tail
     # kill(-1) signals every process the caller may signal except itself: in the jail there is none
@@ -203,9 +216,11 @@ async def test_killing_its_parent_leaves_the_executor_unharmed(backend):
 
 
 async def test_background_child_left_behind_is_killed_when_the_node_ends(backend):
-    code = ("import subprocess, os\nsubprocess.Popen(['sleep', '987.654'], start_new_session=True)\n"
-            "if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(987.655)\n"
-            "open('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+    code = (
+        "import subprocess, os\nsubprocess.Popen(['sleep', '987.654'], start_new_session=True)\n"
+        "if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(987.655)\n"
+        "open('submission/submission.csv', 'w').write('id\\n1\\n')\n"
+    )
     out = await run_code(backend, code)
     assert out.status == "ok"
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "987.65" in " ".join(p.info["cmdline"] or [])]
@@ -233,7 +248,9 @@ async def test_one_nodes_failure_does_not_disturb_a_concurrent_node(backend):
 
     ok_code = "import time\ntime.sleep(1)\nopen('submission/submission.csv','w').write('id\\n1\\n')\n"
     bad_code = "import os\nos.kill(os.getpid(), 9)\n"
-    good, bad = await asyncio.gather(run_code(backend, ok_code, node="good"), run_code(backend, bad_code, node="bad"))
+    good, bad = await asyncio.gather(
+        run_code(backend, ok_code, node="good"), run_code(backend, bad_code, node="bad")
+    )
     assert good.status == "ok" and (bad.status, bad.exc_type) == ("crashed", "SIGKILL")
     await assert_healthy(backend)
 
@@ -250,16 +267,24 @@ async def test_without_namespaces_the_uid_drop_still_contains_children_and_priva
         # /root (0700) here, so the system python stands in for it
         if not os.access("/usr/bin/python3", os.X_OK):
             pytest.skip("no system python3 to run unjailed scripts with")
-        cfg = make_config(tmp_path, local={"namespaces": False, "workspace_root": str(base / "ws"),
-                                           "python": "/usr/bin/python3"})
+        cfg = make_config(
+            tmp_path,
+            local={"namespaces": False, "workspace_root": str(base / "ws"), "python": "/usr/bin/python3"},
+        )
         b = await started(cfg)
         assert not b.jailed
-        code = (f"import subprocess\nsubprocess.Popen(['sleep', '987.656'], start_new_session=True)\n"
-                f"try:\n    print(open({str(private / 'answers.csv')!r}).read())\nexcept Exception as e:\n"
-                f"    print('denied', type(e).__name__)\nopen('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+        code = (
+            f"import subprocess\nsubprocess.Popen(['sleep', '987.656'], start_new_session=True)\n"
+            f"try:\n    print(open({str(private / 'answers.csv')!r}).read())\nexcept Exception as e:\n"
+            f"    print('denied', type(e).__name__)\nopen('submission/submission.csv', 'w').write('id\\n1\\n')\n"
+        )
         out = await run_code(b, code)
-        assert out.status == "ok" and "denied PermissionError" in out.term_tail and "SECRET" not in out.term_tail
-        leftovers = [p for p in psutil.process_iter(["cmdline"]) if "987.656" in " ".join(p.info["cmdline"] or [])]
+        assert (
+            out.status == "ok" and "denied PermissionError" in out.term_tail and "SECRET" not in out.term_tail
+        )
+        leftovers = [
+            p for p in psutil.process_iter(["cmdline"]) if "987.656" in " ".join(p.info["cmdline"] or [])
+        ]
         assert leftovers == []
         await assert_healthy(b)
         await b.close()
@@ -270,8 +295,10 @@ async def test_without_namespaces_the_uid_drop_still_contains_children_and_priva
 @needs_root
 async def test_writes_to_world_writable_host_folders_stay_inside_the_jail(backend, tmp_path):
     marker = f"tg-escape-{uuid.uuid4().hex}"  # unique: an escape in one run cannot fail the next
-    code = (f"for d in ('/tmp', '/var/tmp', '/dev/shm'):\n    open(d + '/{marker}', 'w').write('x')\n"
-            "open('submission/submission.csv', 'w').write('id\\n1\\n')\n")
+    code = (
+        f"for d in ('/tmp', '/var/tmp', '/dev/shm'):\n    open(d + '/{marker}', 'w').write('x')\n"
+        "open('submission/submission.csv', 'w').write('id\\n1\\n')\n"
+    )
     out = await run_code(backend, code)
     escaped = [f"{d}/{marker}" for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{d}/{marker}")]
     for path in escaped:
@@ -296,8 +323,11 @@ async def test_answers_generated_by_the_grader_are_invisible_to_a_searching_scri
         answers = home / "tasks" / "private" / "spooky-mini" / "answers.csv"
         digest = hashlib.sha256(answers.read_bytes()).hexdigest()
         os.chmod(home, 0o755)
-        cfg = make_config(tmp_path, public_data_roots=[str(home / "tasks" / "public")],
-                          local={"hidden_paths": [str(home / "tasks" / "private")]})
+        cfg = make_config(
+            tmp_path,
+            public_data_roots=[str(home / "tasks" / "public")],
+            local={"hidden_paths": [str(home / "tasks" / "private")]},
+        )
         b = await started(cfg)
         code = f"""import hashlib, os
 hits, names = [], []

@@ -32,8 +32,13 @@ def sim(tmp_path):
 
 
 def config(sim: K8sSim, **over) -> ExecutorConfig:
-    return ExecutorConfig(backend="k8s", timeout_s=over.pop("timeout_s", 20), max_concurrency=4,
-                          k8s={"api_url": sim.url, "python": sys.executable, "poll_s": 0.1}, **over)
+    return ExecutorConfig(
+        backend="k8s",
+        timeout_s=over.pop("timeout_s", 20),
+        max_concurrency=4,
+        k8s={"api_url": sim.url, "python": sys.executable, "poll_s": 0.1},
+        **over,
+    )
 
 
 async def run(backend: K8sBackend, code: str, node: str = "a1b2c3d4e5f6") -> object:
@@ -56,7 +61,9 @@ async def test_pod_runs_the_script_and_the_submission_comes_back_through_its_log
 async def test_crash_and_missing_submission_are_statuses(sim):
     b = K8sBackend(config(sim))
     await b.start()
-    crash, nosub = await asyncio.gather(run(b, "import nope\n", "000000000001"), run(b, "print('hi')\n", "000000000002"))
+    crash, nosub = await asyncio.gather(
+        run(b, "import nope\n", "000000000001"), run(b, "print('hi')\n", "000000000002")
+    )
     assert (crash.status, crash.exc_type) == ("crashed", "ModuleNotFoundError")
     assert nosub.status == "no_submission" and nosub.term_tail == "hi"
 
@@ -96,9 +103,19 @@ async def test_service_shutdown_deletes_running_pods(sim):
 
 async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_server, tmp_path):
     spec = RunSpec(run_id="r1", tasks=["t"], rounds=1)
-    await bus.publish(ev.make_event("r1", "test", pb.RunStarted(run_spec_json=spec.model_dump_json(), resource_gate=True)))
-    node = pb.NodeSampled(node_id="0123456789ab", task="t", round=1, step=0, sibling_group="g", mode="draft",
-                          group_size=1, code="# /// script\n# [tool.resources]\n# cpu = 1\n# ///\n" + OK_CODE)
+    await bus.publish(
+        ev.make_event("r1", "test", pb.RunStarted(run_spec_json=spec.model_dump_json(), resource_gate=True))
+    )
+    node = pb.NodeSampled(
+        node_id="0123456789ab",
+        task="t",
+        round=1,
+        step=0,
+        sibling_group="g",
+        mode="draft",
+        group_size=1,
+        code="# /// script\n# [tool.resources]\n# cpu = 1\n# ///\n" + OK_CODE,
+    )
     await bus.publish(ev.make_event("r1", "test", node))
     cfg = config(sim, nats={"url": nats_server.url, "drain_timeout_s": 1})
     svc = ExecutorService(cfg)

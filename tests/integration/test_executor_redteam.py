@@ -18,8 +18,10 @@ import psutil
 import pytest
 from executor_helpers import UID_BASE, assert_healthy, make_config, run_code, started
 
-pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(os.geteuid() != 0, reason="the kernel-enforced sandbox needs root (as in CI)")]
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the kernel-enforced sandbox needs root (as in CI)"),
+]
 SUB = "open('submission/submission.csv', 'w').write('id\\n1\\n')\n"
 
 
@@ -52,6 +54,7 @@ def either(request, backend, loop_backend):
 
 # --- 1. submission substitution ---------------------------------------------------------------
 
+
 async def test_a_symlinked_submission_folder_is_not_followed(backend):
     # the host path of the public data, as /proc/self/mountinfo tells the script (a host file
     # named submission.csv that the executor, reading as root, must not take for the node's)
@@ -59,18 +62,22 @@ async def test_a_symlinked_submission_folder_is_not_followed(backend):
     code = f"import os\nprint(open('/proc/self/mountinfo').read())\nos.rmdir('submission')\nos.symlink({host!r}, 'submission')\n"
     out = await run_code(backend, code)
     assert out.status == "no_submission" and out.submission is None
-    code = ("import os\nos.rmdir('submission')\nos.symlink(os.path.abspath('input'), 'submission')\n"
-            "os.symlink('/etc/passwd', 'passwd')\n")
+    code = (
+        "import os\nos.rmdir('submission')\nos.symlink(os.path.abspath('input'), 'submission')\n"
+        "os.symlink('/etc/passwd', 'passwd')\n"
+    )
     out = await run_code(backend, code, node="n2")
     assert out.status == "no_submission" and out.submission is None
     await assert_healthy(backend)
 
 
 async def test_links_into_other_trees_never_become_the_submission(backend):
-    routes = ["import os\nos.link('input/submission.csv', 'submission/submission.csv')\n",  # another fs: EXDEV
-              "import os\nos.symlink('../input/submission.csv', 'submission/submission.csv')\n",
-              "import os\nos.rmdir('submission')\nos.symlink('/proc/self/cwd/input', 'submission')\n",
-              "import os\nos.mkfifo('submission/submission.csv')\n"]
+    routes = [
+        "import os\nos.link('input/submission.csv', 'submission/submission.csv')\n",  # another fs: EXDEV
+        "import os\nos.symlink('../input/submission.csv', 'submission/submission.csv')\n",
+        "import os\nos.rmdir('submission')\nos.symlink('/proc/self/cwd/input', 'submission')\n",
+        "import os\nos.mkfifo('submission/submission.csv')\n",
+    ]
     for i, code in enumerate(routes):
         out = await run_code(backend, code, node=f"n{i}")
         assert out.submission is None and backend.token not in out.term_tail, (i, out)
@@ -79,11 +86,14 @@ async def test_links_into_other_trees_never_become_the_submission(backend):
 
 
 async def test_the_launcher_spec_and_workspace_paths_are_not_visible_inside(backend):
-    code = """import glob
+    code = (
+        """import glob
 print('argv', open('/proc/1/cmdline', 'rb').read().split(b'\\0')[:-1])
 for p in glob.glob('/sys/block/loop*/loop/backing_file'):
     print('image', open(p).read().strip())
-""" + SUB
+"""
+        + SUB
+    )
     out = await run_code(backend, code)
     assert out.status == "ok", out.term_tail
     argv = eval(out.term_tail.split("argv ", 1)[1].split("\n", 1)[0])
@@ -111,7 +121,9 @@ for target in [*images, *map(os.path.dirname, images), root, root + '/r1.victim/
     os.symlink(target, 'submission')
     print('linked', target, os.path.exists('submission/submission.csv'))
 """
-    good, bad = await asyncio.gather(run_code(b, victim, node="victim"), run_code(b, attacker, node="attacker"))
+    good, bad = await asyncio.gather(
+        run_code(b, victim, node="victim"), run_code(b, attacker, node="attacker")
+    )
     assert good.status == "ok" and good.submission == victim_token.encode()
     assert bad.submission is None and victim_token not in bad.term_tail
     await assert_healthy(b)
@@ -120,11 +132,14 @@ for target in [*images, *map(os.path.dirname, images), root, root + '/r1.victim/
 
 # --- 2. nothing shared between nodes ----------------------------------------------------------
 
+
 async def test_files_left_in_shared_places_are_not_seen_by_the_next_node(backend):
     places = ["/run/lock", "/run", "/var/tmp", "/dev/shm", "/dev/mqueue", "/tmp"]
     marker = f"tg-left-{secrets.token_hex(6)}"
-    leave = f"for d in {places!r}:\n    try:\n        open(d + '/{marker}', 'w').write('x')\n" \
-            f"    except OSError as e:\n        print('no', d, e)\n" + SUB
+    leave = (
+        f"for d in {places!r}:\n    try:\n        open(d + '/{marker}', 'w').write('x')\n"
+        f"    except OSError as e:\n        print('no', d, e)\n" + SUB
+    )
     out = await run_code(backend, leave)
     assert out.status == "ok", out.term_tail
     look = f"import os\nprint('found', [d for d in {places!r} if os.path.exists(d + '/{marker}')])\n" + SUB
@@ -142,17 +157,29 @@ nr = {'x86_64': (248, 250), 'aarch64': (217, 219)}[os.uname().machine]
 
 async def test_keyrings_cannot_carry_a_key_to_the_next_node(backend):
     secret = secrets.token_hex(8)
-    add = KEYCTL + (f"kid = libc.syscall(nr[0], b'user', b'tg-key', b'{secret}', 8, -4)  # @u, the uid's keyring\n"
-                    "print('add_key', kid, os.strerror(ctypes.get_errno()))\n"
-                    "kid = libc.syscall(nr[0], b'user', b'tg-key', b'x', 1, -3)  # @s\n"
-                    "print('session', kid, os.strerror(ctypes.get_errno()))\n") + SUB
+    add = (
+        KEYCTL
+        + (
+            f"kid = libc.syscall(nr[0], b'user', b'tg-key', b'{secret}', 8, -4)  # @u, the uid's keyring\n"
+            "print('add_key', kid, os.strerror(ctypes.get_errno()))\n"
+            "kid = libc.syscall(nr[0], b'user', b'tg-key', b'x', 1, -3)  # @s\n"
+            "print('session', kid, os.strerror(ctypes.get_errno()))\n"
+        )
+        + SUB
+    )
     out = await run_code(backend, add)
     assert out.status == "ok", out.term_tail
     assert "add_key -1 Operation not permitted" in out.term_tail and "session -1" in out.term_tail
-    read = KEYCTL + ("buf = ctypes.create_string_buffer(64)\n"
-                     "for ring in (-4, -3, -5):\n"
-                     "    n = libc.syscall(nr[1], 10, ring, buf, 64)  # KEYCTL_READ of the keyring\n"
-                     "    print('read', ring, n, os.strerror(ctypes.get_errno()))\n") + SUB
+    read = (
+        KEYCTL
+        + (
+            "buf = ctypes.create_string_buffer(64)\n"
+            "for ring in (-4, -3, -5):\n"
+            "    n = libc.syscall(nr[1], 10, ring, buf, 64)  # KEYCTL_READ of the keyring\n"
+            "    print('read', ring, n, os.strerror(ctypes.get_errno()))\n"
+        )
+        + SUB
+    )
     out = await run_code(backend, read, node="n2")
     assert out.status == "ok" and secret not in out.term_tail
     assert out.term_tail.count("Operation not permitted") == 3, out.term_tail
@@ -171,9 +198,12 @@ async def test_a_host_unix_socket_cannot_be_reached(backend):
             s.listen(4)
             s.setblocking(False)
             listeners.append(s)
-        code = ("import socket\nfor p in %r:\n    c = socket.socket(socket.AF_UNIX)\n    try:\n"
-                "        c.connect(p)\n        c.send(b'hello')\n        print('CONNECTED', p)\n"
-                "    except OSError as e:\n        print('refused', p, type(e).__name__)\n" % [str(d / "daemon.sock") for d in spots]) + SUB
+        code = (
+            "import socket\nfor p in %r:\n    c = socket.socket(socket.AF_UNIX)\n    try:\n"
+            "        c.connect(p)\n        c.send(b'hello')\n        print('CONNECTED', p)\n"
+            "    except OSError as e:\n        print('refused', p, type(e).__name__)\n"
+            % [str(d / "daemon.sock") for d in spots]
+        ) + SUB
         out = await run_code(backend, code)
         for s in listeners:
             with pytest.raises(BlockingIOError):
@@ -193,17 +223,31 @@ MEMFD = "fds = [os.memfd_create(f'x{k}') for k in range(3)]\n"  # one memfd stop
 
 
 @pytest.mark.parametrize("disk", ["loop", "tmpfs"])
-@pytest.mark.parametrize("route", [  # the writing routes fill 1-3 GiB page by page: slow suite
-    pytest.param(MEMFD + "for fd in fds:\n    os.posix_fallocate(fd, 0, 2**30 - 2**20)\n", id="memfd-fallocate"),
-    pytest.param(MEMFD + "for fd in fds:\n    for i in range(1023):\n        os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
-                 id="memfd-write", marks=pytest.mark.slow),
-    pytest.param("with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
-                 id="dev-shm", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "route",
+    [  # the writing routes fill 1-3 GiB page by page: slow suite
+        pytest.param(
+            MEMFD + "for fd in fds:\n    os.posix_fallocate(fd, 0, 2**30 - 2**20)\n", id="memfd-fallocate"
+        ),
+        pytest.param(
+            MEMFD
+            + "for fd in fds:\n    for i in range(1023):\n        os.pwrite(fd, b'x' * 2**20, i * 2**20)\n",
+            id="memfd-write",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
+            id="dev-shm",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
 async def test_shared_memory_beyond_the_limit_is_killed_by_the_kernel(tmp_path, route, disk):
     # 1 GiB of memory, 1 GiB of disk (a tmpfs disk raises the node's memory limit by its size):
     # 3 GiB of shmem is over either way
-    b = await started(make_config(tmp_path, max_concurrency=1, caps={"ephemeral_gib": 1}, local={"disk": disk}))
+    b = await started(
+        make_config(tmp_path, max_concurrency=1, caps={"ephemeral_gib": 1}, local={"disk": disk})
+    )
     out = await run_code(b, "import os\n" + route + SUB)
     assert out.status == "crashed", out
     if "/dev/shm" in route:  # the private /dev/shm is half the node's memory: full before the cgroup is
@@ -216,9 +260,12 @@ async def test_shared_memory_beyond_the_limit_is_killed_by_the_kernel(tmp_path, 
 
 # --- 4. CPU set -------------------------------------------------------------------------------
 
+
 async def test_sched_setaffinity_cannot_widen_the_cpu_set(backend):
-    code = ("import os, time\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError as e:\n"
-            "    print('refused', e)\nprint('cpus', sorted(os.sched_getaffinity(0)))\ntime.sleep(2)\n" + SUB)
+    code = (
+        "import os, time\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError as e:\n"
+        "    print('refused', e)\nprint('cpus', sorted(os.sched_getaffinity(0)))\ntime.sleep(2)\n" + SUB
+    )
     task = asyncio.create_task(run_code(backend, code))
     seen = set()
     while not task.done():
@@ -238,6 +285,7 @@ async def test_sched_setaffinity_cannot_widen_the_cpu_set(backend):
 
 # --- 5. disk: bytes, inodes, trees cleanup must remove ----------------------------------------
 
+
 async def test_many_directories_stop_at_the_inode_limit(either):
     code = "import os\nfor i in range(30000):\n    os.mkdir(f'd{i}')\n" + SUB
     out = await run_code(either, code)
@@ -255,7 +303,8 @@ async def test_many_files_stop_at_the_byte_limit(either):
 
 
 async def test_a_deep_long_named_locked_tree_left_behind_is_removed(either):
-    code = """import os
+    code = (
+        """import os
 for i in range(1500):
     name = ('d%d' % i).ljust(200, 'x')
     os.mkdir(name)
@@ -265,16 +314,20 @@ os.chmod('.', 0)
 print('depth path bytes', len(os.getcwd()) if False else 1500 * 201)
 os.chdir('/mnt/work')
 os.chmod('d0'.ljust(200, 'x'), 0)
-""" + SUB
+"""
+        + SUB
+    )
     out = await run_code(either, code)
     assert out.status == "ok", out.term_tail
     await assert_healthy(either)
 
 
 async def test_a_thread_bomb_stops_at_the_pids_limit(backend):
-    code = ("import threading, time\nn = 0\ntry:\n    while True:\n"
-            "        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n        n += 1\n"
-            "except RuntimeError as e:\n    print('stopped at', n, e)\n" + SUB)
+    code = (
+        "import threading, time\nn = 0\ntry:\n    while True:\n"
+        "        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n        n += 1\n"
+        "except RuntimeError as e:\n    print('stopped at', n, e)\n" + SUB
+    )
     out = await run_code(backend, code)
     assert out.status == "ok" and "stopped at" in out.term_tail, out.term_tail
     assert int(out.term_tail.split("stopped at ")[1].split()[0]) < backend.cfg.caps.nproc
@@ -282,6 +335,7 @@ async def test_a_thread_bomb_stops_at_the_pids_limit(backend):
 
 
 # --- without cgroups --------------------------------------------------------------------------
+
 
 async def test_without_cgroups_the_sandbox_says_what_is_lost_and_still_runs(tmp_path, caplog):
     b = await started(make_config(tmp_path, local={"cgroups": False}, max_concurrency=1))

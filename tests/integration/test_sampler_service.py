@@ -31,8 +31,9 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return build_model(tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024,
-                       tokenizer_bytes=1 << 20)
+    return build_model(
+        tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024, tokenizer_bytes=1 << 20
+    )
 
 
 @pytest.fixture
@@ -46,9 +47,15 @@ def public(tmp_path):
 
 
 def config(tiny, public, nats_server, tmp_path, **kw) -> SamplerConfig:
-    return SamplerConfig(model=str(tiny), nats={"url": nats_server.url}, workdir=str(tmp_path / "sampler"),
-                         prompts={"task_roots": [str(public)]}, sampling={"max_new_tokens": 12},
-                         grpc={"port": 0, "pull_after_s": 0.3}, **kw)
+    return SamplerConfig(
+        model=str(tiny),
+        nats={"url": nats_server.url},
+        workdir=str(tmp_path / "sampler"),
+        prompts={"task_roots": [str(public)]},
+        sampling={"max_new_tokens": 12},
+        grpc={"port": 0, "pull_after_s": 0.3},
+        **kw,
+    )
 
 
 async def start(cfg: SamplerConfig, instance: str = "s1"):
@@ -75,8 +82,13 @@ async def kill(svc, task):
 
 async def begin(bus, **spec_kw) -> RunSpec:
     spec = RunSpec(**spec_kw)
-    body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=spec.tasks, rounds=spec.rounds,
-                         train=spec.train, max_staleness=spec.max_staleness)
+    body = pb.RunStarted(
+        run_spec_json=spec.model_dump_json(),
+        tasks=spec.tasks,
+        rounds=spec.rounds,
+        train=spec.train,
+        max_staleness=spec.max_staleness,
+    )
     await bus.publish(events.make_event(spec.run_id, "cli/test", body))
     return spec
 
@@ -96,21 +108,48 @@ async def grading(bus):
         n = event.node_sampled
         status, metric = outcome(n)
         run = event.envelope.run_id
-        ex = pb.NodeExecuted(node_id=n.node_id, task=n.task, round=n.round, step=n.step, sibling_group=n.sibling_group,
-                             group_size=n.group_size, mode=n.mode, status=status, exec_time=1.5,
-                             term_tail="Validation metric: 0.5" if status == "ok" else "ZeroDivisionError: boom")
-        gr = pb.NodeGraded(node_id=n.node_id, task=n.task, round=n.round, step=n.step, sibling_group=n.sibling_group,
-                           group_size=n.group_size, status=status, is_buggy=status != "ok", exec_time=1.5, mode=n.mode)
+        ex = pb.NodeExecuted(
+            node_id=n.node_id,
+            task=n.task,
+            round=n.round,
+            step=n.step,
+            sibling_group=n.sibling_group,
+            group_size=n.group_size,
+            mode=n.mode,
+            status=status,
+            exec_time=1.5,
+            term_tail="Validation metric: 0.5" if status == "ok" else "ZeroDivisionError: boom",
+        )
+        gr = pb.NodeGraded(
+            node_id=n.node_id,
+            task=n.task,
+            round=n.round,
+            step=n.step,
+            sibling_group=n.sibling_group,
+            group_size=n.group_size,
+            status=status,
+            is_buggy=status != "ok",
+            exec_time=1.5,
+            mode=n.mode,
+        )
         if metric is not None:
             gr.test_metric, gr.oriented, gr.source = metric, -metric, "grade"
-        await bus.publish_many([events.make_event(run, "executor/test", ex), events.make_event(run, "grader/test", gr)])
+        await bus.publish_many(
+            [events.make_event(run, "executor/test", ex), events.make_event(run, "grader/test", gr)]
+        )
         seen[n.sibling_group][n.node_id] = n
         if len(seen[n.sibling_group]) == n.group_size:
-            members = [pb.GroupMember(node_id=x.node_id, status=outcome(x)[0],
-                                      reward=(-outcome(x)[1]) if outcome(x)[1] else -0.5)
-                       for x in sorted(seen[n.sibling_group].values(), key=lambda x: x.index_in_group)]
-            body = pb.GroupScored(sibling_group=n.sibling_group, task=n.task, round=n.round, step=n.step,
-                                  members=members)
+            members = [
+                pb.GroupMember(
+                    node_id=x.node_id,
+                    status=outcome(x)[0],
+                    reward=(-outcome(x)[1]) if outcome(x)[1] else -0.5,
+                )
+                for x in sorted(seen[n.sibling_group].values(), key=lambda x: x.index_in_group)
+            ]
+            body = pb.GroupScored(
+                sibling_group=n.sibling_group, task=n.task, round=n.round, step=n.step, members=members
+            )
             await bus.publish(events.make_event(run, "grader/test", body))
 
     stop_ev = asyncio.Event()
@@ -138,19 +177,39 @@ async def sampled_counts(bus, run) -> dict[str, int]:
 
 def expected_ids(spec: RunSpec) -> set[str]:
     t = spec.tree
-    return {events.node_id(spec.run_id, task, r, s, i) for task in spec.tasks for r in range(1, spec.rounds + 1)
-            for s in range(t.expansions) for i in range(t.group_size)}
+    return {
+        events.node_id(spec.run_id, task, r, s, i)
+        for task in spec.tasks
+        for r in range(1, spec.rounds + 1)
+        for s in range(t.expansions)
+        for i in range(t.group_size)
+    }
 
 
-async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, nats_server, tiny, public, tmp_path):
-    imported = RunSpec(run_id="old1", tasks=["spooky-mini"], rounds=1)  # history from an archive: never resumed
-    await bus.publish(events.make_event("old1", events.IMPORTED_PRODUCER, pb.RunStarted(
-        run_spec_json=imported.model_dump_json(), tasks=imported.tasks, rounds=1)))
+async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(
+    bus, nats_server, tiny, public, tmp_path
+):
+    imported = RunSpec(
+        run_id="old1", tasks=["spooky-mini"], rounds=1
+    )  # history from an archive: never resumed
+    await bus.publish(
+        events.make_event(
+            "old1",
+            events.IMPORTED_PRODUCER,
+            pb.RunStarted(run_spec_json=imported.model_dump_json(), tasks=imported.tasks, rounds=1),
+        )
+    )
     svc, task = await start(config(tiny, public, nats_server, tmp_path, max_concurrent_groups=2))
     try:
         async with grading(bus):
-            spec = await begin(bus, run_id="run1", tasks=["spooky-mini"], rounds=2, train=False,
-                               tree={"expansions": 3, "group_size": 4, "drafts": 2})
+            spec = await begin(
+                bus,
+                run_id="run1",
+                tasks=["spooky-mini"],
+                rounds=2,
+                train=False,
+                tree={"expansions": 3, "group_size": 4, "drafts": 2},
+            )
             done = await wait_for(bus, "run1", Kind.RUN_COMPLETED)
     finally:
         await stop(svc, task)
@@ -162,17 +221,27 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
     await export_runs(bus, ["run1"], tmp_path / "export")  # round summaries are a projection of node events
     for r in (1, 2):
         fact = (await bus.last_event("run1", Kind.ROUND_COMPLETED, ("spooky-mini", str(r)))).round_completed
-        assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (0, False, "")  # no copies
+        assert (fact.nodes, fact.HasField("best_test_metric"), fact.rollout_file) == (
+            0,
+            False,
+            "",
+        )  # no copies
         started = (await bus.last_event("run1", Kind.ROUND_STARTED, ("spooky-mini", str(r)))).round_started
         rdir = tmp_path / "export" / "run1" / f"round_{r}"
         summary = json.loads((rdir / f"spooky-mini__summary_{fact.completed_unix}.json").read_text())
-        assert (summary["nodes"], summary["valid"], summary["expansions"]) == (12, 6, 3)  # indices 0, 3 a group
+        assert (summary["nodes"], summary["valid"], summary["expansions"]) == (
+            12,
+            6,
+            3,
+        )  # indices 0, 3 a group
         assert summary["best_node_id"] == events.node_id("run1", "spooky-mini", r, 0, 0)  # lowest metric wins
         assert summary["best_test_metric"] == pytest.approx(0.3)
         assert summary["gen_exec_seconds"] == pytest.approx(18.0) and summary["gen_llm_seconds"] > 0
         assert summary["rollout_file"] == f"round_{r}/spooky-mini__{started.started_unix}.jsonl"
         assert (rdir / f"spooky-mini__{started.started_unix}.jsonl").exists()
-    child = (await bus.last_event("run1", Kind.NODE_SAMPLED, events.node_id("run1", "spooky-mini", 1, 2, 1))).node_sampled
+    child = (
+        await bus.last_event("run1", Kind.NODE_SAMPLED, events.node_id("run1", "spooky-mini", 1, 2, 1))
+    ).node_sampled
     assert child.mode in ("debug", "improve") and child.HasField("parent_id") and child.policy_version == 0
     assert len(child.response_token_ids) == len(child.response_logprobs) > 0 and child.prompt_token_ids
     assert [m.role for m in child.prompt_messages] == ["system", "user"]
@@ -183,12 +252,20 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(bus, n
 
 
 async def test_sync_round_waits_for_the_trained_version_which_is_pulled_when_no_push_comes(
-        bus, nats_server, tiny, public, tmp_path):
+    bus, nats_server, tiny, public, tmp_path
+):
     svc, task = await start(config(tiny, public, nats_server, tmp_path))
     try:
         async with grading(bus):
-            await begin(bus, run_id="sync1", tasks=["spooky-mini"], rounds=2, train=True, max_staleness=0,
-                        tree={"expansions": 2, "group_size": 2, "drafts": 2})
+            await begin(
+                bus,
+                run_id="sync1",
+                tasks=["spooky-mini"],
+                rounds=2,
+                train=True,
+                max_staleness=0,
+                tree={"expansions": 2, "group_size": 2, "drafts": 2},
+            )
             await wait_for(bus, "sync1", Kind.ROUND_COMPLETED, ("spooky-mini", "1"))
             await asyncio.sleep(2.0)
             assert await bus.last_event("sync1", Kind.ROUND_STARTED, ("spooky-mini", "2")) is None
@@ -204,12 +281,19 @@ async def test_sync_round_waits_for_the_trained_version_which_is_pulled_when_no_
 
 
 async def test_sampler_killed_mid_round_restarts_and_finishes_without_losing_or_duplicating_nodes(
-        bus, nats_server, tiny, public, tmp_path):
+    bus, nats_server, tiny, public, tmp_path
+):
     cfg = config(tiny, public, nats_server, tmp_path)
     svc, task = await start(cfg)
     async with grading(bus):
-        spec = await begin(bus, run_id="crash1", tasks=["spooky-mini"], rounds=1, train=False,
-                           tree={"expansions": 4, "group_size": 4, "drafts": 2})
+        spec = await begin(
+            bus,
+            run_id="crash1",
+            tasks=["spooky-mini"],
+            rounds=1,
+            train=False,
+            tree={"expansions": 4, "group_size": 4, "drafts": 2},
+        )
         while len(await sampled_counts(bus, "crash1")) < 6:  # mid-round: past the drafts' first group
             await asyncio.sleep(0.05)
         await kill(svc, task)
@@ -236,8 +320,10 @@ async def publish_version(bus, tiny, tmp_path, run: str, version: int) -> None:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(version)
-    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
-                          LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
     out = tmp_path / f"v{version}"
     peft.save_pretrained(out)
     buf = io.BytesIO()
@@ -251,12 +337,20 @@ async def publish_version(bus, tiny, tmp_path, run: str, version: int) -> None:
 
 
 async def test_with_staleness_one_the_next_round_starts_before_the_trained_version_exists(
-        bus, nats_server, tiny, public, tmp_path):
+    bus, nats_server, tiny, public, tmp_path
+):
     svc, task = await start(config(tiny, public, nats_server, tmp_path, max_concurrent_groups=2))
     try:
         async with grading(bus):
-            await begin(bus, run_id="async1", tasks=["spooky-mini"], rounds=3, train=True, max_staleness=1,
-                               tree={"expansions": 2, "group_size": 2, "drafts": 1})
+            await begin(
+                bus,
+                run_id="async1",
+                tasks=["spooky-mini"],
+                rounds=3,
+                train=True,
+                max_staleness=1,
+                tree={"expansions": 2, "group_size": 2, "drafts": 1},
+            )
             await wait_for(bus, "async1", Kind.ROUND_COMPLETED, ("spooky-mini", "2"))
             await asyncio.sleep(1.5)
             # round 3 needs v1

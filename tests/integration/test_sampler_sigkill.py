@@ -19,20 +19,37 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def serve(model_dir, public_root, url, tmp_path, name) -> subprocess.Popen:
-    sets = [f"model={model_dir}", f"nats.url={url}", "grpc.port=0", f"workdir={tmp_path / 'sampler'}",
-            f'prompts.task_roots=["{public_root}"]', "sampling.max_new_tokens=12"]
-    args = [sys.executable, "-m", "treegrpo.cli", "serve", "sampler"] + [x for s in sets for x in ("--set", s)]
+    sets = [
+        f"model={model_dir}",
+        f"nats.url={url}",
+        "grpc.port=0",
+        f"workdir={tmp_path / 'sampler'}",
+        f'prompts.task_roots=["{public_root}"]',
+        "sampling.max_new_tokens=12",
+    ]
+    args = [sys.executable, "-m", "treegrpo.cli", "serve", "sampler"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     log = open(tmp_path / f"{name}.log", "wb")
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TREEGRPO_HOME": str(tmp_path)})
+    return subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TREEGRPO_HOME": str(tmp_path)}
+    )
 
 
 async def test_sigkilled_sampler_process_restarts_and_finishes_the_round_exactly_once(
-        bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+    bus, nats_server, tiny, public, tmp_path
+):  # noqa: F811
     first = serve(tiny, public, nats_server.url, tmp_path, "first")
     try:
         async with grading(bus):
-            spec = await begin(bus, run_id="kill9", tasks=["spooky-mini"], rounds=1, train=False,
-                               tree={"expansions": 4, "group_size": 4, "drafts": 2})
+            spec = await begin(
+                bus,
+                run_id="kill9",
+                tasks=["spooky-mini"],
+                rounds=1,
+                train=False,
+                tree={"expansions": 4, "group_size": 4, "drafts": 2},
+            )
             deadline = asyncio.get_running_loop().time() + 120
             while len(await sampled_counts(bus, "kill9")) < 5:
                 assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]

@@ -23,8 +23,10 @@ from test_sampler_vllm_helpers import (
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, needs_vllm_venv]
 
 TOKEN_A, TOKEN_B = 100, 200
-MESSAGES = [{"role": "system", "content": "You write Python."},
-            {"role": "user", "content": "Train a model on ./input/train.csv and print the metric."}]
+MESSAGES = [
+    {"role": "system", "content": "You write Python."},
+    {"role": "user", "content": "Train a model on ./input/train.csv and print the metric."},
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,20 @@ def run(tmp_path_factory):
     b = build_biased_adapter(model, tmp / "adapter-b", TOKEN_B, seed=1)
     (tmp / "work").mkdir()
     out = tmp / "out.json"
-    cmd = [str(VLLM_PY), str(ROOT / "tests/integration/test_sampler_vllm_driver.py"), "--model", str(model),
-           "--adapter-a", str(a), "--adapter-b", str(b), "--work", str(tmp / "work"), "--out", str(out)]
+    cmd = [
+        str(VLLM_PY),
+        str(ROOT / "tests/integration/test_sampler_vllm_driver.py"),
+        "--model",
+        str(model),
+        "--adapter-a",
+        str(a),
+        "--adapter-b",
+        str(b),
+        "--work",
+        str(tmp / "work"),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, env=vllm_env(), cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
@@ -78,8 +92,8 @@ def test_vllm_logprobs_are_the_raw_distribution_not_the_tempered_one(run):
             ref = reference_logprobs(run["model"], adapter, c["prompt_token_ids"], c["token_ids"])
             assert c["logprobs"] == pytest.approx(ref, abs=2e-3), label
     c = run["by_label"]["base"]["completions"][0]
-    assert any(lp < -1.0 for lp in c["logprobs"])   # a non-trivial distribution, so the check has teeth
-    tempered = [lp / 0.7 for lp in c["logprobs"]]   # tempered logprobs would differ by far more than 2e-3
+    assert any(lp < -1.0 for lp in c["logprobs"])  # a non-trivial distribution, so the check has teeth
+    tempered = [lp / 0.7 for lp in c["logprobs"]]  # tempered logprobs would differ by far more than 2e-3
     assert not all(math.isclose(x, y, abs_tol=2e-3) for x, y in zip(tempered, c["logprobs"], strict=True))
 
 
@@ -90,7 +104,7 @@ def test_vllm_each_version_serves_its_own_adapter_under_a_new_name(run):
     assert share(tokens(steps["v1-a"]), TOKEN_A) > 0.9 and steps["v1-a"]["version"] == 1
     assert share(tokens(steps["v2-b"]), TOKEN_B) > 0.9 and steps["v2-b"]["version"] == 2
     names = [s["lora"] for s in run["steps"] if s["lora"]]
-    assert len(set(names)) == 4, names                 # v1..v4: four names, one per load
+    assert len(set(names)) == 4, names  # v1..v4: four names, one per load
     assert all(name.startswith(f"policy-v{s['version']}-") for s in run["steps"] if (name := s["lora"]))
 
 

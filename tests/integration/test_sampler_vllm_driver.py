@@ -16,8 +16,10 @@ import shutil
 import time
 from pathlib import Path
 
-MESSAGES = [{"role": "system", "content": "You write Python."},
-            {"role": "user", "content": "Train a model on ./input/train.csv and print the metric."}]
+MESSAGES = [
+    {"role": "system", "content": "You write Python."},
+    {"role": "user", "content": "Train a model on ./input/train.csv and print the metric."},
+]
 
 
 async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) -> dict:
@@ -25,8 +27,14 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
     from treegrpo.services.sampler.backends._vllm import VllmBackend
     from treegrpo.services.sampler.config import VllmSettings
 
-    settings = VllmSettings(dtype="float32", max_model_len=512, cpu_kvcache_gib=1, max_lora_rank=8,
-                            max_num_seqs=32, enforce_eager=True)
+    settings = VllmSettings(
+        dtype="float32",
+        max_model_len=512,
+        cpu_kvcache_gib=1,
+        max_lora_rank=8,
+        max_num_seqs=32,
+        enforce_eager=True,
+    )
     backend = VllmBackend(model, settings)
     out: dict = {"steps": []}
     params = SamplingParams(max_new_tokens=12, temperature=0.7, top_p=1.0, seed=11)
@@ -34,14 +42,21 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
     async def sample(label: str, n: int = 4, p: SamplingParams = params) -> None:
         t = time.perf_counter()
         completions = await backend.generate(MESSAGES, n, p)
-        out["steps"].append({"label": label, "seconds": time.perf_counter() - t, "version": backend.version, "lora": backend.lora_name,
-                             "completions": [dataclasses.asdict(c) for c in completions]})
+        out["steps"].append(
+            {
+                "label": label,
+                "seconds": time.perf_counter() - t,
+                "version": backend.version,
+                "lora": backend.lora_name,
+                "completions": [dataclasses.asdict(c) for c in completions],
+            }
+        )
 
     t0 = time.perf_counter()
     await backend.start()
     out["start_s"] = time.perf_counter() - t0
     await sample("base")
-    await sample("base-again")                      # same seed -> same samples
+    await sample("base-again")  # same seed -> same samples
     await backend.load_adapter(1, adapter_a)
     await sample("v1-a")
     await backend.load_adapter(2, adapter_b)
@@ -73,8 +88,11 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
     await backend.load_adapter(6, adapter_a)
     after = await backend.generate(MESSAGES, 4, params)
     during = await running
-    out["swap"] = {"during": [dataclasses.asdict(c) for c in during],
-                   "after": [dataclasses.asdict(c) for c in after], "version": backend.version}
+    out["swap"] = {
+        "during": [dataclasses.asdict(c) for c in during],
+        "after": [dataclasses.asdict(c) for c in after],
+        "version": backend.version,
+    }
     await backend.close()
     return out
 

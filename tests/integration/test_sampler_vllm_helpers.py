@@ -22,7 +22,8 @@ VLLM_VENV = ROOT / ".venv-vllm"
 VLLM_PY = VLLM_VENV / "bin" / "python"
 
 needs_vllm_venv = pytest.mark.skipif(
-    not VLLM_PY.exists(), reason=".venv-vllm does not exist (build it with scripts/vllm_env.sh)")
+    not VLLM_PY.exists(), reason=".venv-vllm does not exist (build it with scripts/vllm_env.sh)"
+)
 
 NORM_GAIN = 10.0
 LORA_RANK = 8
@@ -31,10 +32,18 @@ LORA_RANK = 8
 def vllm_env() -> dict[str, str]:
     """Environment for processes run from .venv-vllm: small CPU KV cache, no thread pinning."""
     env = dict(os.environ)
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-                "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_NO_USAGE_STATS": "1",
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONPATH": str(ROOT)})
+    env.update(
+        {
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+            "VLLM_NO_USAGE_STATS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     env.pop("VIRTUAL_ENV", None)
     return env
 
@@ -77,8 +86,13 @@ def build_biased_adapter(model_dir: Path, out: Path, token_id: int, seed: int = 
 
     model = Qwen3ForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     last = model.config.num_hidden_layers - 1
-    cfg = LoraConfig(r=LORA_RANK, lora_alpha=LORA_RANK, lora_dropout=0.0, layers_to_transform=[last],
-                     target_modules=["gate_proj", "up_proj", "down_proj"])
+    cfg = LoraConfig(
+        r=LORA_RANK,
+        lora_alpha=LORA_RANK,
+        lora_dropout=0.0,
+        layers_to_transform=[last],
+        target_modules=["gate_proj", "up_proj", "down_proj"],
+    )
     peft_model = get_peft_model(model, cfg)
     mlp = peft_model.base_model.model.model.layers[last].mlp
     d, inter = model.config.hidden_size, model.config.intermediate_size
@@ -94,8 +108,11 @@ def build_biased_adapter(model_dir: Path, out: Path, token_id: int, seed: int = 
     a_out[0, neurons] = 1.0
     b_out[:, 0] = unembed / unembed.norm()
     with torch.no_grad():
-        for proj, (a, b) in {"gate_proj": (a_in, b_in), "up_proj": (a_in, b_in),
-                             "down_proj": (a_out, b_out)}.items():
+        for proj, (a, b) in {
+            "gate_proj": (a_in, b_in),
+            "up_proj": (a_in, b_in),
+            "down_proj": (a_out, b_out),
+        }.items():
             layer = getattr(mlp, proj)
             layer.lora_A["default"].weight.copy_(a)
             layer.lora_B["default"].weight.copy_(b)
@@ -105,8 +122,9 @@ def build_biased_adapter(model_dir: Path, out: Path, token_id: int, seed: int = 
     return out
 
 
-def reference_logprobs(model_dir: Path, adapter_dir: Path | None, prompt_ids: list[int],
-                       token_ids: list[int]) -> list[float]:
+def reference_logprobs(
+    model_dir: Path, adapter_dir: Path | None, prompt_ids: list[int], token_ids: list[int]
+) -> list[float]:
     """log p(token_i | prompt, tokens_<i) under the raw (temperature-1) distribution, by transformers."""
     import torch
     from transformers import Qwen3ForCausalLM
@@ -119,7 +137,7 @@ def reference_logprobs(model_dir: Path, adapter_dir: Path | None, prompt_ids: li
     model.eval()
     ids = torch.tensor([prompt_ids + token_ids])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt_ids) - 1:-1].float()
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
     logp = torch.log_softmax(logits, dim=-1)
     return logp.gather(1, torch.tensor(token_ids)[:, None])[:, 0].tolist()
 

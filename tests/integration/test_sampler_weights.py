@@ -30,8 +30,9 @@ MSGS = [{"role": "user", "content": "Write a script."}]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return build_model(tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024,
-                       tokenizer_bytes=1 << 20)
+    return build_model(
+        tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024, tokenizer_bytes=1 << 20
+    )
 
 
 def adapter_tar(model_dir, tmp_path, seed: int, poison: bool = False) -> bytes:
@@ -39,8 +40,10 @@ def adapter_tar(model_dir, tmp_path, seed: int, poison: bool = False) -> bytes:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
-                          LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(model_dir),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
     if poison:  # what a learner that trained to `loss nan` would save
         with torch.no_grad():
             next(p for n, p in peft.named_parameters() if "lora_B" in n).view(-1)[:3] = float("nan")
@@ -64,8 +67,9 @@ async def announce(bus, version: int, data: bytes) -> pb.PolicyPublished:
 @pytest.fixture
 async def receiver(bus, tiny, tmp_path):
     backend = HfBackend(tiny)
-    loader = AdapterLoader(backend, bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1",
-                           published_wait_s=1.0)
+    loader = AdapterLoader(
+        backend, bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1", published_wait_s=1.0
+    )
     rec = WeightReceiver(loader, "127.0.0.1", 0)
     await rec.start()
     try:
@@ -89,7 +93,8 @@ async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(bus, t
 
 
 async def test_corrupt_truncated_or_unannounced_pushes_are_refused_and_the_old_version_serves(
-        bus, tiny, tmp_path, receiver):
+    bus, tiny, tmp_path, receiver
+):
     good = adapter_tar(tiny, tmp_path, 1)
     await announce(bus, 1, good)
     assert (await push_adapter(receiver.address, RUN, 1, good)).accepted
@@ -141,15 +146,22 @@ async def _push_raw(address: str, version: int, data: bytes, sha: str, total: in
 
     def chunks():
         for off in range(0, len(data), 2048):
-            yield wpb.AdapterChunk(run_id=RUN, version=version, sha256=sha, total_bytes=total, offset=off,
-                                   data=data[off:off + 2048])
+            yield wpb.AdapterChunk(
+                run_id=RUN,
+                version=version,
+                sha256=sha,
+                total_bytes=total,
+                offset=off,
+                data=data[off : off + 2048],
+            )
 
     async with grpc.aio.insecure_channel(address) as channel:
         return await wgrpc.WeightSyncStub(channel).PushAdapter(chunks(), timeout=30)
 
 
 async def test_an_adapter_with_non_finite_values_is_refused_and_the_last_good_one_keeps_serving(
-        bus, tiny, tmp_path, receiver):
+    bus, tiny, tmp_path, receiver
+):
     good = adapter_tar(tiny, tmp_path, 1)
     await announce(bus, 1, good)
     assert (await push_adapter(receiver.address, RUN, 1, good)).accepted

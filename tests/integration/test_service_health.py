@@ -45,15 +45,23 @@ class Stuck(Service):
 
 
 def probe(path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "health", "--heartbeat", "--file", str(path), *extra],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [*CLI, "health", "--heartbeat", "--file", str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
-async def test_probe_passes_while_the_loops_turn_fails_while_a_handler_blocks_and_after_stop(bus, nats_server,
-                                                                                               tmp_path):
+async def test_probe_passes_while_the_loops_turn_fails_while_a_handler_blocks_and_after_stop(
+    bus, nats_server, tmp_path
+):
     path = tmp_path / "stuck.json"
-    svc = Stuck(StuckConfig(nats=NatsSettings(url=nats_server.url), health=HealthSettings(file=str(path),
-                                                                                         interval_s=0.2)))
+    svc = Stuck(
+        StuckConfig(
+            nats=NatsSettings(url=nats_server.url), health=HealthSettings(file=str(path), interval_s=0.2)
+        )
+    )
     await svc.setup()
     runner = asyncio.create_task(svc.run())
     while not path.exists():
@@ -86,8 +94,11 @@ async def test_probe_passes_while_the_loops_turn_fails_while_a_handler_blocks_an
 
 async def test_a_nats_outage_fails_readiness_but_never_liveness(nats_server, tmp_path):
     path = tmp_path / "stuck.json"
-    svc = Stuck(StuckConfig(nats=NatsSettings(url=nats_server.url), health=HealthSettings(file=str(path),
-                                                                                         interval_s=0.2)))
+    svc = Stuck(
+        StuckConfig(
+            nats=NatsSettings(url=nats_server.url), health=HealthSettings(file=str(path), interval_s=0.2)
+        )
+    )
     await svc.setup()
     runner = asyncio.create_task(svc.run())
     while not path.exists() or read_heartbeat(path).state != "running":

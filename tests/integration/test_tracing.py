@@ -35,11 +35,17 @@ async def test_an_event_published_outside_any_span_carries_the_context_of_a_reco
     setup_tracing("test", memory=True)
     await bus.publish(ev.make_event("r2", "runner", pb.RunStarted(rounds=1)))
     await bus.publish_many([ev.make_event("r2", "learner/x", pb.LearnerStepped(step=1))])
-    for kind, subject in ((Kind.RUN_STARTED, "tg.r2.run.started"),
-                          (Kind.LEARNER_STEPPED, "tg.r2.learner.step.1")):
+    for kind, subject in (
+        (Kind.RUN_STARTED, "tg.r2.run.started"),
+        (Kind.LEARNER_STEPPED, "tg.r2.learner.step.1"),
+    ):
         msg = await bus.js.get_last_msg(STREAM, subject, direct=True)
         _, trace_id, span_id, flags = msg.headers["traceparent"].split("-")
-        root = [s for s in memory_spans() if s.name == f"publish {kind}" and f"{s.context.span_id:016x}" == span_id]
+        root = [
+            s
+            for s in memory_spans()
+            if s.name == f"publish {kind}" and f"{s.context.span_id:016x}" == span_id
+        ]
         assert len(root) == 1 and root[0].parent is None and root[0].kind is SpanKind.PRODUCER
         assert f"{root[0].context.trace_id:032x}" == trace_id and int(flags, 16) & 1  # sampled
         assert root[0].attributes["messaging.destination.name"] == subject

@@ -20,8 +20,15 @@ class SimPod:
     """One pod: Pending for `pending_s`, then its first container runs in a folder standing for the
     container's working directory; nested volume mounts appear there as symlinks."""
 
-    def __init__(self, manifest: dict, root: Path, configmaps: dict, claims: dict[str, str],
-                 host_paths: dict[str, str], pending_s: float):
+    def __init__(
+        self,
+        manifest: dict,
+        root: Path,
+        configmaps: dict,
+        claims: dict[str, str],
+        host_paths: dict[str, str],
+        pending_s: float,
+    ):
         self.manifest = manifest
         self.name = manifest["metadata"]["name"]
         self.ns = manifest["metadata"].get("namespace", "default")
@@ -44,8 +51,16 @@ class SimPod:
 
     def _container_status(self, state: dict) -> list[dict]:
         c = self.manifest["spec"]["containers"][0]
-        return [{"name": c["name"], "image": c.get("image", ""), "imageID": "sim://" + c.get("image", ""),
-                 "ready": "running" in state, "restartCount": 0, "state": state}]
+        return [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "sim://" + c.get("image", ""),
+                "ready": "running" in state,
+                "restartCount": 0,
+                "state": state,
+            }
+        ]
 
     def _set(self, **kw) -> None:
         with self.lock:
@@ -116,12 +131,21 @@ class SimPod:
             with self.lock:
                 if self.deleted.is_set():
                     return
-                self.proc = subprocess.Popen(c.get("command", []) + c.get("args", []), cwd=work, env=env,
-                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                self.proc = subprocess.Popen(
+                    c.get("command", []) + c.get("args", []),
+                    cwd=work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             started = now_rfc3339()
-            self._set(phase="Running", startTime=started,
-                      containerStatuses=self._container_status({"running": {"startedAt": started}}))
+            self._set(
+                phase="Running",
+                startTime=started,
+                containerStatuses=self._container_status({"running": {"startedAt": started}}),
+            )
             self._wait(started)
 
     def _wait(self, started: str) -> None:
@@ -135,8 +159,14 @@ class SimPod:
             time.sleep(0.05)
         rc = self.proc.returncode
         rc = rc if rc >= 0 else 128 - rc
-        term = {"terminated": {"exitCode": rc, "reason": "Completed" if rc == 0 else "Error",
-                               "startedAt": started, "finishedAt": now_rfc3339()}}
+        term = {
+            "terminated": {
+                "exitCode": rc,
+                "reason": "Completed" if rc == 0 else "Error",
+                "startedAt": started,
+                "finishedAt": now_rfc3339(),
+            }
+        }
         self._set(phase="Succeeded" if rc == 0 else "Failed", containerStatuses=self._container_status(term))
 
     def kill(self) -> None:

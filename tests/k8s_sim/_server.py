@@ -16,7 +16,9 @@ import kubernetes_validate
 from ._pods import SimPod, now_rfc3339
 
 K8S_VERSION = "1.37.0"
-_ROUTE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|configmaps)(?:/(?P<name>[^/]+))?(?P<log>/log)?$")
+_ROUTE = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|configmaps)(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
+)
 
 
 class K8sSim:
@@ -29,8 +31,12 @@ class K8sSim:
     (the command runs as this process's user), images (the command must exist on this machine),
     watches, authentication."""
 
-    def __init__(self, claims: dict[str, str] | None = None, host_paths: dict[str, str] | None = None,
-                 pending_s: float = 0.2):
+    def __init__(
+        self,
+        claims: dict[str, str] | None = None,
+        host_paths: dict[str, str] | None = None,
+        pending_s: float = 0.2,
+    ):
         self.root = Path(tempfile.mkdtemp(prefix="k8s-sim-"))
         self.claims, self.host_paths, self.pending_s = claims or {}, host_paths or {}, pending_s
         self.pods: dict[tuple[str, str], SimPod] = {}
@@ -69,7 +75,7 @@ class K8sSim:
         with self.lock:
             store = self.pods if kind == "pods" else self.configmaps
             if key in store:
-                return 409, status(409, "AlreadyExists", f"{kind} \"{key[1]}\" already exists")
+                return 409, status(409, "AlreadyExists", f'{kind} "{key[1]}" already exists')
             if kind == "configmaps":
                 self.configmaps[key] = body
                 return 201, body
@@ -81,14 +87,14 @@ class K8sSim:
     def get(self, ns: str, kind: str, name: str) -> tuple[int, dict]:
         obj = (self.pods if kind == "pods" else self.configmaps).get((ns, name))
         if obj is None:
-            return 404, status(404, "NotFound", f"{kind} \"{name}\" not found")
+            return 404, status(404, "NotFound", f'{kind} "{name}" not found')
         return 200, obj.to_json() if kind == "pods" else obj
 
     def delete(self, ns: str, kind: str, name: str) -> tuple[int, dict]:
         with self.lock:
             obj = (self.pods if kind == "pods" else self.configmaps).pop((ns, name), None)
         if obj is None:
-            return 404, status(404, "NotFound", f"{kind} \"{name}\" not found")
+            return 404, status(404, "NotFound", f'{kind} "{name}" not found')
         if kind == "pods":
             data = obj.to_json()
             obj.delete()
@@ -110,13 +116,20 @@ class K8sSim:
     def log(self, ns: str, name: str) -> tuple[int, bytes]:
         pod = self.pods.get((ns, name))
         if pod is None:
-            return 404, json.dumps(status(404, "NotFound", f"pods \"{name}\" not found")).encode()
+            return 404, json.dumps(status(404, "NotFound", f'pods "{name}" not found')).encode()
         return 200, pod.log_path.read_bytes() if pod.log_path.exists() else b""
 
 
 def status(code: int, reason: str, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def _handler_for(sim: K8sSim):
@@ -159,6 +172,7 @@ def _handler_for(sim: K8sSim):
             if m["name"]:
                 return self._reply(*sim.get(m["ns"], m["kind"], m["name"]))
             from urllib.parse import unquote
+
             self._reply(200, sim.list(m["ns"], m["kind"], unquote(params.get("labelSelector", ""))))
 
         def do_DELETE(self) -> None:

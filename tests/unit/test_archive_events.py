@@ -26,26 +26,55 @@ opt_num = st.none() | num
 def records(draw) -> NodeRecord:
     gate = draw(st.booleans())
     cls = GateNodeRecord if gate else NodeRecord
-    status = draw(st.sampled_from(["ok", "crashed", "timeout", "no_code", "invalid_submission", "no_submission"]))
-    rec = cls(id=draw(hexid), step=draw(st.integers(0, 7)), round=draw(st.integers(1, 20)), exp_id="spooky",
-              parent_id=draw(st.none() | hexid), sibling_group=draw(hexid), mode=draw(st.sampled_from(["draft", "improve", "debug"])),
-              plan=draw(text), code=draw(text), raw_completion=draw(text), thinking=draw(text),
-              prompt_messages=draw(st.lists(st.builds(ChatMessage, st.sampled_from(["system", "user"]), text), max_size=3)),
-              response_token_ids=draw(st.lists(st.integers(0, 2**32 - 1), max_size=20)),
-              response_logprobs=draw(st.lists(num, max_size=20)), exc_type=draw(st.none() | st.just("KeyError")),
-              exec_time=draw(st.floats(0, 1e4)), term_tail=draw(text), is_buggy=status != "ok", status=status,
-              grade_error=draw(st.none() | text), test_metric=draw(opt_num), oriented=draw(opt_num),
-              reward=draw(opt_num), source=draw(st.none() | st.sampled_from(["grade", "none"])))
+    status = draw(
+        st.sampled_from(["ok", "crashed", "timeout", "no_code", "invalid_submission", "no_submission"])
+    )
+    rec = cls(
+        id=draw(hexid),
+        step=draw(st.integers(0, 7)),
+        round=draw(st.integers(1, 20)),
+        exp_id="spooky",
+        parent_id=draw(st.none() | hexid),
+        sibling_group=draw(hexid),
+        mode=draw(st.sampled_from(["draft", "improve", "debug"])),
+        plan=draw(text),
+        code=draw(text),
+        raw_completion=draw(text),
+        thinking=draw(text),
+        prompt_messages=draw(
+            st.lists(st.builds(ChatMessage, st.sampled_from(["system", "user"]), text), max_size=3)
+        ),
+        response_token_ids=draw(st.lists(st.integers(0, 2**32 - 1), max_size=20)),
+        response_logprobs=draw(st.lists(num, max_size=20)),
+        exc_type=draw(st.none() | st.just("KeyError")),
+        exec_time=draw(st.floats(0, 1e4)),
+        term_tail=draw(text),
+        is_buggy=status != "ok",
+        status=status,
+        grade_error=draw(st.none() | text),
+        test_metric=draw(opt_num),
+        oriented=draw(opt_num),
+        reward=draw(opt_num),
+        source=draw(st.none() | st.sampled_from(["grade", "none"])),
+    )
     if gate:
-        rec.resources = draw(st.none() | st.dictionaries(st.sampled_from(["cpu", "mem", "ephemeral", "gpu"]),
-                                                         st.integers(0, 64) | st.floats(0, 64)))
+        rec.resources = draw(
+            st.none()
+            | st.dictionaries(
+                st.sampled_from(["cpu", "mem", "ephemeral", "gpu"]), st.integers(0, 64) | st.floats(0, 64)
+            )
+        )
         if rec.resources is not None:  # the seed's key order, as export writes it
-            rec.resources = {k: rec.resources[k] for k in ("cpu", "mem", "ephemeral", "gpu") if k in rec.resources}
+            rec.resources = {
+                k: rec.resources[k] for k in ("cpu", "mem", "ephemeral", "gpu") if k in rec.resources
+            }
         rec.decl_malformed, rec.decl_deps_ignored = draw(st.booleans()), draw(st.booleans())
         rec.decl_miss_reason = draw(st.none() | text)
         rec.where = draw(st.none() | st.just("k8s:pq-exec-x-a1"))
-        rec.exec_timings = draw(st.none() | st.fixed_dictionaries({k: st.floats(0, 100) for k in
-                                                                   ("pending", "stage", "exec", "retrieve")}))
+        rec.exec_timings = draw(
+            st.none()
+            | st.fixed_dictionaries({k: st.floats(0, 100) for k in ("pending", "stage", "exec", "retrieve")})
+        )
         rec.gpu_util = draw(opt_num)
     return rec
 
@@ -55,8 +84,13 @@ def _join(rec: NodeRecord) -> NodeRecord:
     sampled, executed, graded = node_events("r1", rec, 16, 0, "m", 1.0)
     for e in (executed, graded, *group_events("r1", [rec], 16, 1.0)):
         facts.add(e)
-    return node_record(facts.graded[rec.id], facts.executed[rec.id], facts.rewards.get(rec.id),
-                       isinstance(rec, GateNodeRecord), sampled.node_sampled)
+    return node_record(
+        facts.graded[rec.id],
+        facts.executed[rec.id],
+        facts.rewards.get(rec.id),
+        isinstance(rec, GateNodeRecord),
+        sampled.node_sampled,
+    )
 
 
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])

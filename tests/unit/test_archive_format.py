@@ -27,11 +27,42 @@ from treegrpo.archive import (
     render_tree,
 )
 
-SEED_25 = ["id", "step", "round", "exp_id", "parent_id", "sibling_group", "mode", "plan", "code", "raw_completion",
-           "thinking", "prompt_messages", "response_token_ids", "response_logprobs", "exc_type", "exec_time",
-           "term_tail", "is_buggy", "status", "grade_error", "test_metric", "oriented", "reward", "source",
-           "n_children"]
-SEED_GATE = ["resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where", "exec_timings", "gpu_util"]
+SEED_25 = [
+    "id",
+    "step",
+    "round",
+    "exp_id",
+    "parent_id",
+    "sibling_group",
+    "mode",
+    "plan",
+    "code",
+    "raw_completion",
+    "thinking",
+    "prompt_messages",
+    "response_token_ids",
+    "response_logprobs",
+    "exc_type",
+    "exec_time",
+    "term_tail",
+    "is_buggy",
+    "status",
+    "grade_error",
+    "test_metric",
+    "oriented",
+    "reward",
+    "source",
+    "n_children",
+]
+SEED_GATE = [
+    "resources",
+    "decl_malformed",
+    "decl_miss_reason",
+    "decl_deps_ignored",
+    "where",
+    "exec_timings",
+    "gpu_util",
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +73,9 @@ def root(tmp_path_factory) -> Path:
 
 
 def _node(**kw) -> NodeRecord:
-    base = dict(id="aaaaaaaaaaaa", step=0, round=1, exp_id="t", parent_id=None, sibling_group="g0", mode="draft")
+    base = dict(
+        id="aaaaaaaaaaaa", step=0, round=1, exp_id="t", parent_id=None, sibling_group="g0", mode="draft"
+    )
     return NodeRecord(**(base | kw))
 
 
@@ -50,8 +83,16 @@ def test_node_records_serialise_in_the_seeds_key_order_with_nulls_and_integer_re
     assert list(NODE_KEYS) == SEED_25 and list(GATE_NODE_KEYS) == SEED_25 + SEED_GATE
     plain = orjson.loads(node_json(_node(status="crashed", exc_type="ValueError")))
     assert list(plain) == SEED_25 and plain["parent_id"] is None and plain["n_children"] == 0
-    gate = GateNodeRecord(id="b" * 12, step=2, round=1, exp_id="t", parent_id="a" * 12, sibling_group="g",
-                          mode="debug", resources={"cpu": 8, "mem": 16, "ephemeral": 4, "gpu": 1})
+    gate = GateNodeRecord(
+        id="b" * 12,
+        step=2,
+        round=1,
+        exp_id="t",
+        parent_id="a" * 12,
+        sibling_group="g",
+        mode="debug",
+        resources={"cpu": 8, "mem": 16, "ephemeral": 4, "gpu": 1},
+    )
     raw = node_json(gate)
     assert list(orjson.loads(raw)) == SEED_25 + SEED_GATE
     assert b'"resources":{"cpu":8,"mem":16,"ephemeral":4,"gpu":1}' in raw
@@ -99,13 +140,30 @@ def test_malformed_lines_are_reported_with_file_and_line_and_skipped(tmp_path):
 
 def test_tree_view_indents_the_expansion_chain_and_names_each_node():
     a = _node(id="a" * 12, status="ok", test_metric=0.5, sibling_group="g0")
-    b = _node(id="b" * 12, step=2, parent_id="a" * 12, mode="improve", status="crashed", exc_type="KeyError",
-              sibling_group="g2")
-    c = _node(id="c" * 12, step=3, parent_id="b" * 12, mode="debug", status="ok", test_metric=0.25, sibling_group="g3")
+    b = _node(
+        id="b" * 12,
+        step=2,
+        parent_id="a" * 12,
+        mode="improve",
+        status="crashed",
+        exc_type="KeyError",
+        sibling_group="g2",
+    )
+    c = _node(
+        id="c" * 12,
+        step=3,
+        parent_id="b" * 12,
+        mode="debug",
+        status="ok",
+        test_metric=0.25,
+        sibling_group="g3",
+    )
     tree = render_tree([a, b, c]).splitlines()
-    assert tree == [f"[{'a' * 12}] draft ok test=0.5 sib_grp=g0",
-                    f"  [{'b' * 12}] improve crashed test=None sib_grp=g2",
-                    f"    [{'c' * 12}] debug ok test=0.25 sib_grp=g3"]
+    assert tree == [
+        f"[{'a' * 12}] draft ok test=0.5 sib_grp=g0",
+        f"  [{'b' * 12}] improve crashed test=None sib_grp=g2",
+        f"    [{'c' * 12}] debug ok test=0.25 sib_grp=g3",
+    ]
     md = render_transcript("t", 1, [a, b, c])
     assert "nodes: 3 · valid: 2" in md
     assert "|- bbbbbbbb step 2 improve crashed (KeyError)" in md

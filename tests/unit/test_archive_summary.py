@@ -16,19 +16,31 @@ RUN = "r1"
 def _node(step: int, index: int, oriented: float | None, gen: float = 1.0) -> tuple[pb.Event, pb.NodeSampled]:
     nid = ev.node_id(RUN, "t", 1, step, index)
     gid = ev.group_id(RUN, "t", 1, step)
-    g = pb.NodeGraded(node_id=nid, task="t", round=1, step=step, sibling_group=gid, status="ok",
-                      exec_time=0.1 * (index + 1))
+    g = pb.NodeGraded(
+        node_id=nid, task="t", round=1, step=step, sibling_group=gid, status="ok", exec_time=0.1 * (index + 1)
+    )
     if oriented is not None:
         g.oriented, g.test_metric = oriented, -oriented  # a lower-is-better metric
-    s = pb.NodeSampled(node_id=nid, task="t", round=1, step=step, sibling_group=gid, index_in_group=index,
-                       gen_seconds=gen, model="sampled-model")
+    s = pb.NodeSampled(
+        node_id=nid,
+        task="t",
+        round=1,
+        step=step,
+        sibling_group=gid,
+        index_in_group=index,
+        gen_seconds=gen,
+        model="sampled-model",
+    )
     return ev.make_event(RUN, "grader", g), s
 
 
 def _summary(events: list[pb.Event], nodes: list[tuple[pb.Event, pb.NodeSampled]], producer: str = "sampler"):
     facts = RunFacts(RUN)
-    for e in [*events, *(g for g, _ in nodes),
-              ev.make_event(RUN, producer, pb.RoundCompleted(task="t", round=1, completed_unix=9))]:
+    for e in [
+        *events,
+        *(g for g, _ in nodes),
+        ev.make_event(RUN, producer, pb.RoundCompleted(task="t", round=1, completed_unix=9)),
+    ]:
         facts.add(e)
     rf = facts.rounds[("t", 1)]
     records = [node_record(facts.graded[n], None, None, False) for n in rf.node_ids]
@@ -52,12 +64,26 @@ def test_a_round_without_round_started_takes_model_expansions_and_phase_from_its
 
 def test_an_imported_round_keeps_the_seeds_own_summary():
     facts = RunFacts(RUN)
-    seed = pb.RoundCompleted(task="t", round=1, nodes=7, valid=3, gen_llm_seconds=12.5,
-                             honest_test_metric=0.5, model="seed-model", rollout_file="rollouts/t__1.jsonl")
+    seed = pb.RoundCompleted(
+        task="t",
+        round=1,
+        nodes=7,
+        valid=3,
+        gen_llm_seconds=12.5,
+        honest_test_metric=0.5,
+        model="seed-model",
+        rollout_file="rollouts/t__1.jsonl",
+    )
     facts.add(ev.make_event(RUN, ev.IMPORTED_PRODUCER, seed))
     s = round_summary(facts, facts.rounds[("t", 1)], [], {})
-    assert (s.nodes, s.valid, s.gen_llm_seconds, s.honest_test_metric, s.model, s.rollout_file) == \
-        (7, 3, 12.5, 0.5, "seed-model", "rollouts/t__1.jsonl")
+    assert (s.nodes, s.valid, s.gen_llm_seconds, s.honest_test_metric, s.model, s.rollout_file) == (
+        7,
+        3,
+        12.5,
+        0.5,
+        "seed-model",
+        "rollouts/t__1.jsonl",
+    )
 
 
 def test_a_round_that_has_not_completed_has_no_summary():

@@ -21,11 +21,11 @@ def test_precedence_is_defaults_then_toml_then_env_then_cli(tmp_path, monkeypatc
     monkeypatch.setenv("TREEGRPO_RUN_SEED", "8")
     monkeypatch.setenv("TREEGRPO_RUN_ROUNDS", "5")
     spec = load(RunSpec, f, parse_overrides(["rounds=6", "tree.expansions=2"]))
-    assert spec.rounds == 6            # CLI beats env and TOML
-    assert spec.seed == 8              # env beats TOML
-    assert spec.tree.group_size == 4   # TOML beats default, merged with a CLI override of a sibling
+    assert spec.rounds == 6  # CLI beats env and TOML
+    assert spec.seed == 8  # env beats TOML
+    assert spec.tree.group_size == 4  # TOML beats default, merged with a CLI override of a sibling
     assert spec.tree.expansions == 2
-    assert spec.tree.drafts == 2       # default
+    assert spec.tree.drafts == 2  # default
 
 
 def test_unknown_key_in_a_file_is_an_error_naming_it(tmp_path):
@@ -53,7 +53,11 @@ def test_broken_toml_and_missing_file_are_clear_errors(tmp_path):
 
 def test_overrides_parse_toml_scalars_and_nested_keys():
     assert parse_overrides(["a=1", "b.c=true", "d=hello", "e=[1, 2]"]) == {
-        "a": 1, "b": {"c": True}, "d": "hello", "e": [1, 2]}
+        "a": 1,
+        "b": {"c": True},
+        "d": "hello",
+        "e": [1, 2],
+    }
     with pytest.raises(ConfigError):
         parse_overrides(["novalue"])
 
@@ -64,8 +68,16 @@ def test_every_field_of_the_run_spec_is_documented():
 
 def test_a_recorded_run_spec_reads_back_ignoring_retired_keys_and_the_readers_environment(monkeypatch):
     # runs recorded before RunSpec lost `nats`/`telemetry` carry them in run.started: the log is immutable
-    recorded = json.dumps({"run_id": "r1", "tasks": ["a"], "rounds": 3, "seed": 2,
-                           "nats": {"url": "nats://x:1"}, "telemetry": {"enabled": True}})
+    recorded = json.dumps(
+        {
+            "run_id": "r1",
+            "tasks": ["a"],
+            "rounds": 3,
+            "seed": 2,
+            "nats": {"url": "nats://x:1"},
+            "telemetry": {"enabled": True},
+        }
+    )
     monkeypatch.setenv("TREEGRPO_RUN_SEED", "9")  # a reader's setting is no fact of a past run
     spec = RunSpec.from_json(recorded)
     assert (spec.run_id, spec.tasks, spec.rounds, spec.seed) == ("r1", ["a"], 3, 2)
@@ -99,8 +111,9 @@ def test_every_service_config_extends_the_shared_base_forbids_unknown_keys_and_d
 
 def test_the_shared_settings_come_from_env_toml_and_overrides_in_order(tmp_path, monkeypatch):
     f = tmp_path / "grader.toml"
-    f.write_text('run_id = "r1"\n[nats]\nurl = "nats://file:1"\nconnect_timeout_s = 3\n'
-                 '[health]\ninterval_s = 2\n')
+    f.write_text(
+        'run_id = "r1"\n[nats]\nurl = "nats://file:1"\nconnect_timeout_s = 3\n[health]\ninterval_s = 2\n'
+    )
     monkeypatch.setenv("TREEGRPO_GRADER_NATS__URL", "nats://env:2")
     cfg = load(service_class("grader").config_cls, f, parse_overrides(["health.interval_s=1"]))
     got = (cfg.run_id, cfg.nats.url, cfg.nats.connect_timeout_s, cfg.health.interval_s)

@@ -73,7 +73,9 @@ def test_docker_compose_config_accepts_the_file(model):
 
 def test_a_wrong_key_or_a_missing_password_fails_validation(tmp_path_factory, tmp_path, env_file):
     broken = tmp_path / "compose.yaml"
-    broken.write_text(COMPOSE.read_text().replace("    stop_grace_period: 60s", "    stop_grace_periods: 60s"))
+    broken.write_text(
+        COMPOSE.read_text().replace("    stop_grace_period: 60s", "    stop_grace_periods: 60s")
+    )
     res = run_compose(tmp_path_factory, "--env-file", str(env_file), "config", "--quiet", compose_file=broken)
     assert res.returncode != 0 and "stop_grace_periods" in res.stderr
     empty = tmp_path / "empty.env"
@@ -84,7 +86,13 @@ def test_a_wrong_key_or_a_missing_password_fails_validation(tmp_path_factory, tm
 
 def test_sampler_and_learner_reserve_one_nvidia_gpu_each(model):
     for name in SERVICES:
-        devices = model["services"][name].get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices")
+        devices = (
+            model["services"][name]
+            .get("deploy", {})
+            .get("resources", {})
+            .get("reservations", {})
+            .get("devices")
+        )
         if name in ("sampler", "learner"):
             assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
         else:
@@ -101,7 +109,10 @@ def test_each_service_image_is_built_from_the_multistage_dockerfile_with_only_it
     assert 'pip install ".[${SERVICE}]"' in dockerfile
     for name in SERVICES:
         build = model["services"][name]["build"]
-        assert Path(build["context"]).resolve() == ROOT and build["dockerfile"] == "deploy/docker/service.Dockerfile"
+        assert (
+            Path(build["context"]).resolve() == ROOT
+            and build["dockerfile"] == "deploy/docker/service.Dockerfile"
+        )
         assert build["args"]["SERVICE"] == name and name in extras
         assert model["services"][name]["image"] == f"treegrpo/{name}:0.1.0"
     ignore = (DEPLOY / "docker" / "service.Dockerfile.dockerignore").read_text().splitlines()
@@ -115,8 +126,11 @@ def test_every_base_image_is_pinned_to_an_exact_version(model):
     for path in (DEPLOY / "docker").glob("*.Dockerfile"):
         bases = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", path.read_text(), re.M)
         assert bases and all(PINNED.fullmatch(b) for b in bases), path.name
-        assert all(line.split()[1] == "${PYTHON_IMAGE}" for line in path.read_text().splitlines()
-                   if line.startswith("FROM ")), path.name
+        assert all(
+            line.split()[1] == "${PYTHON_IMAGE}"
+            for line in path.read_text().splitlines()
+            if line.startswith("FROM ")
+        ), path.name
 
 
 def test_only_the_executor_runs_as_root_and_with_just_the_capabilities_its_jail_needs(model):
@@ -126,27 +140,48 @@ def test_only_the_executor_runs_as_root_and_with_just_the_capabilities_its_jail_
         assert "no-new-privileges:true" in svc["security_opt"], name
         if name == "executor":
             assert svc["user"] == "0:0"
-            assert set(svc["cap_add"]) == {"SYS_ADMIN", "SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL"}
+            assert set(svc["cap_add"]) == {
+                "SYS_ADMIN",
+                "SETUID",
+                "SETGID",
+                "CHOWN",
+                "DAC_OVERRIDE",
+                "FOWNER",
+                "KILL",
+            }
         else:
             assert "user" not in svc and "cap_add" not in svc, name  # the image's USER 10001
 
 
 def test_services_dial_nats_as_their_own_user_and_export_traces_to_the_collector(model, env_file):
-    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line and line[0] != "#")
+    env = dict(
+        line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line and line[0] != "#"
+    )
     for name in SERVICES:
         svc = model["services"][name]
         url = f"nats://{name}:{env[f'TG_{name.upper()}_PASSWORD']}@nats:4222"
         assert svc["environment"][f"TREEGRPO_{name.upper()}_NATS__URL"] == url
         assert svc["environment"]["TREEGRPO_NATS_URL"] == url
         assert svc["depends_on"]["nats"]["condition"] == "service_healthy"
-        assert svc["healthcheck"]["test"] == ["CMD", "treegrpo", "health", "--heartbeat", "--ready", "--timeout", "5"]
+        assert svc["healthcheck"]["test"] == [
+            "CMD",
+            "treegrpo",
+            "health",
+            "--heartbeat",
+            "--ready",
+            "--timeout",
+            "5",
+        ]
         toml = [v for v in svc["volumes"] if v["target"] == f"/etc/treegrpo/{name}.toml"]
         if toml:
             assert svc["command"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"]
             config = tomllib.loads(Path(toml[0]["source"]).read_text())
             assert config["telemetry"]["otlp_endpoint"] == "http://otel-collector:4318"
         else:
-            assert svc["environment"][f"TREEGRPO_{name.upper()}_TELEMETRY__OTLP_ENDPOINT"] == "http://otel-collector:4318"
+            assert (
+                svc["environment"][f"TREEGRPO_{name.upper()}_TELEMETRY__OTLP_ENDPOINT"]
+                == "http://otel-collector:4318"
+            )
 
 
 def test_nats_mounts_the_shared_permissions_and_keeps_jetstream_on_a_volume(model):
@@ -156,18 +191,24 @@ def test_nats_mounts_the_shared_permissions_and_keeps_jetstream_on_a_volume(mode
     assert Path(mounts["/etc/nats/accounts.conf"]["source"]) == DEPLOY / "k8s/base/nats/accounts.conf"
     assert mounts["/data"]["type"] == "volume" and mounts["/data"]["source"] == "nats-data"
     assert nats["command"] == ["nats-server", "--config", "/etc/nats/nats.conf"]
-    assert all(p["host_ip"] == "127.0.0.1" for svc in model["services"].values() for p in svc.get("ports", []))
+    assert all(
+        p["host_ip"] == "127.0.0.1" for svc in model["services"].values() for p in svc.get("ports", [])
+    )
 
 
 def test_only_the_grader_mounts_the_private_answers(model):
     for name in SERVICES:
-        mounts = [v for v in model["services"][name]["volumes"] if v["type"] == "volume" and v["source"] == "tasks"]
+        mounts = [
+            v for v in model["services"][name]["volumes"] if v["type"] == "volume" and v["source"] == "tasks"
+        ]
         if name == "grader":  # the whole tree, writable: it generates the built-in tasks there
             assert [(m["target"], m.get("volume", {}).get("subpath")) for m in mounts] == [
-                ("/var/lib/treegrpo/tasks", None)]
+                ("/var/lib/treegrpo/tasks", None)
+            ]
         elif name == "executor":  # the public half only, read-only, where its default roots look
             assert [(m["target"], m["volume"]["subpath"], m["read_only"]) for m in mounts] == [
-                ("/var/lib/treegrpo/tasks/public", "public", True)]
+                ("/var/lib/treegrpo/tasks/public", "public", True)
+            ]
         else:
             assert mounts == [], name
         binds = [v["source"] for v in model["services"][name]["volumes"] if v["type"] == "bind"]

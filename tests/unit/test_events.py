@@ -33,7 +33,9 @@ def test_encoding_round_trips_and_is_byte_stable():
     assert list(ev.decode(data).node_sampled.response_logprobs) == [-0.5, -1.25]
 
 
-@pytest.mark.parametrize("payload", [b"", b"\xff\xfe garbage", b"{\"json\": true}", pb.Envelope(event_id="x").SerializeToString()])
+@pytest.mark.parametrize(
+    "payload", [b"", b"\xff\xfe garbage", b'{"json": true}', pb.Envelope(event_id="x").SerializeToString()]
+)
 def test_undecodable_payloads_raise_a_typed_error(payload):
     with pytest.raises(ev.UndecodableEvent):
         ev.decode(payload)
@@ -57,8 +59,10 @@ def test_consumer_filters_cover_every_key_of_a_kind():
     assert ev.subject_filter("run.started", "r1") == "tg.r1.run.started"
 
 
-@pytest.mark.parametrize("build", [lambda k: ev.subject("r1", k, "x"), lambda k: ev.subject_filter(k),
-                                   lambda k: ev.event_id("r1", k, "x")])
+@pytest.mark.parametrize(
+    "build",
+    [lambda k: ev.subject("r1", k, "x"), lambda k: ev.subject_filter(k), lambda k: ev.event_id("r1", k, "x")],
+)
 @pytest.mark.parametrize("typo", ["node.sampeld", "learner.stepped", "node", "tg.r1.node.sampled"])
 def test_subject_builders_reject_a_kind_that_is_not_one_and_name_the_allowed_ones(build, typo):
     with pytest.raises(ValueError, match=r"unknown event kind .*allowed: run\.started, .*node\.graded"):
@@ -80,8 +84,11 @@ def test_statuses_are_the_seed_archives_six_and_serialise_as_plain_strings():
 
     from treegrpo.archive import STATUSES
 
-    assert tuple(ev.Status) == STATUSES == ("ok", "crashed", "timeout", "no_code", "invalid_submission",
-                                            "no_submission")
+    assert (
+        tuple(ev.Status)
+        == STATUSES
+        == ("ok", "crashed", "timeout", "no_code", "invalid_submission", "no_submission")
+    )
     assert set(ev.FAILURE_STATUSES) == set(ev.Status) - {ev.Status.OK}
     record = {"status": ev.Status.INVALID_SUBMISSION, "is_buggy": ev.Status.INVALID_SUBMISSION.failed}
     plain = {"status": "invalid_submission", "is_buggy": True}

@@ -35,7 +35,9 @@ def test_example_config_parses(path):
             load(service_class(name).config_cls, None, rf.section(name))  # and as the service builds it
         return
     name = _service_for(path)
-    assert name, f"{path.name}: name it after its service (e.g. deploy-executor.toml) or give it a [run] table"
+    assert name, (
+        f"{path.name}: name it after its service (e.g. deploy-executor.toml) or give it a [run] table"
+    )
     load(service_class(name).config_cls, path)
 
 

@@ -34,10 +34,16 @@ def test_v2_moves_the_executor_to_a_leaf_enables_controllers_and_sets_node_limit
     node = cg.create("abc", [2, 3], 2**30, 64)
     d = own / "tg-abc"
     assert node.procs_files == [str(d / "cgroup.procs")]
-    assert {f: (d / f).read_text() for f in ("cpuset.cpus", "memory.max", "memory.swap.max", "memory.oom.group",
-                                              "pids.max")} == {"cpuset.cpus": "2,3", "memory.max": str(2**30),
-                                                               "memory.swap.max": "0", "memory.oom.group": "1",
-                                                               "pids.max": "64"}
+    assert {
+        f: (d / f).read_text()
+        for f in ("cpuset.cpus", "memory.max", "memory.swap.max", "memory.oom.group", "pids.max")
+    } == {
+        "cpuset.cpus": "2,3",
+        "memory.max": str(2**30),
+        "memory.swap.max": "0",
+        "memory.oom.group": "1",
+        "pids.max": "64",
+    }
 
 
 def test_v2_reads_the_kernels_counters_of_a_node(tmp_path):

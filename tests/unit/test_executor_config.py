@@ -16,11 +16,11 @@ def test_defaults_match_the_seed_gate():
     assert ExecutorService.config_cls is ExecutorConfig
 
 
-
 def test_zero_slots_means_one_per_core(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert load(ExecutorConfig, None, {"max_concurrency": 0}).max_concurrency == 16
     assert load(ExecutorConfig, None, {"max_concurrency": 3}).max_concurrency == 3
+
 
 def test_env_overrides_use_the_prefix_and_nested_delimiter(monkeypatch):
     monkeypatch.setenv("TREEGRPO_EXECUTOR_MAX_CONCURRENCY", "7")
@@ -28,7 +28,12 @@ def test_env_overrides_use_the_prefix_and_nested_delimiter(monkeypatch):
     monkeypatch.setenv("TREEGRPO_EXECUTOR_GATE__GPU__HI", "4")
     monkeypatch.setenv("TREEGRPO_EXECUTOR_PUBLIC_DATA_ROOTS", '["/a", "/b"]')
     cfg = load(ExecutorConfig, None, {"timeout_s": 60})
-    assert (cfg.max_concurrency, cfg.gate.gpu.hi, cfg.public_data_roots, cfg.timeout_s) == (7, 4, ["/a", "/b"], 60)
+    assert (cfg.max_concurrency, cfg.gate.gpu.hi, cfg.public_data_roots, cfg.timeout_s) == (
+        7,
+        4,
+        ["/a", "/b"],
+        60,
+    )
 
 
 def test_unknown_keys_and_empty_ranges_are_config_errors():

@@ -22,7 +22,9 @@ def block(*lines: str) -> str:
 
 
 def test_full_declaration_is_parsed_with_integral_values():
-    d = parse_declaration(block("# [tool.resources]", "# cpu = 8", "# mem = 16", "# ephemeral = 4", "# gpu = 1"), GATE)
+    d = parse_declaration(
+        block("# [tool.resources]", "# cpu = 8", "# mem = 16", "# ephemeral = 4", "# gpu = 1"), GATE
+    )
     assert d.resources == {"cpu": 8, "mem": 16, "ephemeral": 4, "gpu": 1}
     assert isinstance(d.resources["cpu"], int)
     assert (d.malformed, d.miss_reason, d.deps_ignored) == (False, None, False)
@@ -64,7 +66,10 @@ def test_dependencies_are_recorded_as_ignored_and_resources_stay_null_without_a_
 
 
 def test_non_numeric_and_boolean_values_are_rejected():
-    assert parse_declaration(block("# [tool.resources]", '# cpu = "eight"'), GATE).miss_reason == "cpu='eight' is not a number"
+    assert (
+        parse_declaration(block("# [tool.resources]", '# cpu = "eight"'), GATE).miss_reason
+        == "cpu='eight' is not a number"
+    )
     assert parse_declaration(block("# [tool.resources]", "# gpu = true"), GATE).resources is None
 
 
@@ -92,11 +97,29 @@ def test_crlf_scripts_parse_like_lf_scripts():
 
 
 header_line = st.one_of(
-    st.text(max_size=40), st.sampled_from(["# /// script", "# ///", "#", "# [tool.resources]", "# gpu = 1",
-                                           "# cpu = -1e309", "# mem = nan", "# [tool]", "# resources = 3",
-                                           '# dependencies = ["x"]', "# gpu = 1e400", "# /// other"]),
-    st.builds(lambda k, v: f"# {k} = {v}", st.sampled_from(["cpu", "mem", "ephemeral", "gpu", "x"]),
-              st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=8).map(repr))))
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "# /// script",
+            "# ///",
+            "#",
+            "# [tool.resources]",
+            "# gpu = 1",
+            "# cpu = -1e309",
+            "# mem = nan",
+            "# [tool]",
+            "# resources = 3",
+            '# dependencies = ["x"]',
+            "# gpu = 1e400",
+            "# /// other",
+        ]
+    ),
+    st.builds(
+        lambda k, v: f"# {k} = {v}",
+        st.sampled_from(["cpu", "mem", "ephemeral", "gpu", "x"]),
+        st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=8).map(repr)),
+    ),
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -117,11 +140,16 @@ def test_parser_never_raises_on_binary_garbage(data):
 
 
 def test_exc_type_is_the_short_class_name_of_the_last_traceback():
-    out = ("noise\nTraceback (most recent call last):\n  File \"x\", line 1\nKeyError: 'a'\n"
-           "Traceback (most recent call last):\n  File \"s.py\", line 3, in <module>\n"
-           "torch.cuda.OutOfMemoryError: CUDA out of memory\n")
+    out = (
+        "noise\nTraceback (most recent call last):\n  File \"x\", line 1\nKeyError: 'a'\n"
+        'Traceback (most recent call last):\n  File "s.py", line 3, in <module>\n'
+        "torch.cuda.OutOfMemoryError: CUDA out of memory\n"
+    )
     assert exc_type_from_output(out) == "OutOfMemoryError"
-    assert exc_type_from_output("  File \"s.py\", line 1\n    def (:\n        ^\nSyntaxError: invalid syntax\n") == "SyntaxError"
+    assert (
+        exc_type_from_output('  File "s.py", line 1\n    def (:\n        ^\nSyntaxError: invalid syntax\n')
+        == "SyntaxError"
+    )
     assert exc_type_from_output("all good\n") is None
 
 

@@ -63,7 +63,8 @@ async def test_watch_loop_with_a_trace_reader_calls_the_kill_once():
     reader = TraceReader([(0, 50.0), (10, 0.0)], clock=lambda: now[0])
     killed: list[float] = []
     policy = IdlePolicy(grace_s=20)
-    await asyncio.wait_for(watch(reader, "0", policy, poll_s=0, on_idle=lambda: killed.append(now[0]),
-                                 clock=tick), 5)
+    await asyncio.wait_for(
+        watch(reader, "0", policy, poll_s=0, on_idle=lambda: killed.append(now[0]), clock=tick), 5
+    )
     assert killed == [31.0]
     assert policy.samples[:3] == [50.0, 50.0, 50.0]

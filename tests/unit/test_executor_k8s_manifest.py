@@ -23,14 +23,21 @@ def as_dict(obj) -> dict:
 
 
 def job_for(code: str, cfg: ExecutorConfig) -> Job:
-    return Job("20260702_152844", "db91761a87bf", "aerial-cactus-identification", code,
-               Limits.for_node(parse_declaration(code, cfg.gate), cfg))
+    return Job(
+        "20260702_152844",
+        "db91761a87bf",
+        "aerial-cactus-identification",
+        code,
+        Limits.for_node(parse_declaration(code, cfg.gate), cfg),
+    )
 
 
 @pytest.mark.parametrize("code", ["print(1)\n", GPU_CODE])
 @pytest.mark.parametrize("claim", ["", "mlebench-public"])
 def test_pod_and_configmap_validate_strictly_against_the_kubernetes_schema(code, claim):
-    cfg = ExecutorConfig(backend="k8s", caps={"cpu": 16}, k8s={"data_claim": claim, "runtime_class": "gvisor"})
+    cfg = ExecutorConfig(
+        backend="k8s", caps={"cpu": 16}, k8s={"data_claim": claim, "runtime_class": "gvisor"}
+    )
     job = job_for(code, cfg)
     name = pod_name(cfg.k8s.pod_prefix, job.run_id, job.node_id)
     kubernetes_validate.validate(as_dict(pod(name, job, cfg.k8s, "host-1", 4096)), VERSION, strict=True)
@@ -48,7 +55,12 @@ def test_gpu_node_gets_the_gpu_resource_node_selector_and_toleration():
     cfg = ExecutorConfig(backend="k8s", caps={"cpu": 16})
     spec = as_dict(pod("p", job_for(GPU_CODE, cfg), cfg.k8s, "h", 100))["spec"]
     res = spec["containers"][0]["resources"]
-    assert res["limits"] == {"cpu": "8000m", "memory": "16384Mi", "ephemeral-storage": "4096Mi", "nvidia.com/gpu": "1"}
+    assert res["limits"] == {
+        "cpu": "8000m",
+        "memory": "16384Mi",
+        "ephemeral-storage": "4096Mi",
+        "nvidia.com/gpu": "1",
+    }
     assert res["requests"] == res["limits"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert spec["tolerations"][0]["key"] == "nvidia.com/gpu"
@@ -65,9 +77,14 @@ def test_cpu_node_has_no_gpu_and_is_locked_down():
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    assert mounts["/workspace/input"]["readOnly"] and mounts["/workspace/input"]["subPath"] == "aerial-cactus-identification"
+    assert (
+        mounts["/workspace/input"]["readOnly"]
+        and mounts["/workspace/input"]["subPath"] == "aerial-cactus-identification"
+    )
     assert spec["volumes"][0]["emptyDir"]["sizeLimit"] == "4096Mi"
-    assert not any(arg.startswith("/") for arg in c["command"][1:]), "the command must use relative paths only"
+    assert not any(arg.startswith("/") for arg in c["command"][1:]), (
+        "the command must use relative paths only"
+    )
 
 
 def test_pod_names_are_dns_labels_and_keep_the_node_id():

@@ -47,12 +47,14 @@ def test_log_losses_equal_scikit_learn_including_zero_and_one_probabilities(seed
     labels = np.concatenate([np.arange(3), rng.integers(0, 3, n - 3)])
     p = rng.dirichlet(np.ones(3), n)
     if extreme:
-        p[:: 7] = np.eye(3)[rng.integers(0, 3, len(p[:: 7]))]  # confident, sometimes wrong
+        p[::7] = np.eye(3)[rng.integers(0, 3, len(p[::7]))]  # confident, sometimes wrong
     y = np.eye(3, dtype=int)[labels]
     assert round(score(Metric.MULTICLASS_LOG_LOSS, y, p), 5) == round(log_loss(y, p), 5)
     b = (labels % 2)[:, None]
     q = p[:, :1]
-    assert round(score(Metric.BINARY_LOG_LOSS, b, q), 5) == round(log_loss(b[:, 0], q[:, 0], labels=[0, 1]), 5)
+    assert round(score(Metric.BINARY_LOG_LOSS, b, q), 5) == round(
+        log_loss(b[:, 0], q[:, 0], labels=[0, 1]), 5
+    )
 
 
 def test_each_metric_returns_the_scalar_type_mle_benchs_grade_function_returns():

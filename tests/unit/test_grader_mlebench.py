@@ -15,11 +15,11 @@ import textwrap
 import pytest
 
 from treegrpo.tasks import (
-           Metric,
-           TaskRegistry,
-           UnsupportedCompetition,
-           grade_submission,
-           mlebench_available,
+    Metric,
+    TaskRegistry,
+    UnsupportedCompetition,
+    grade_submission,
+    mlebench_available,
 )
 
 STANDIN = {
@@ -111,7 +111,11 @@ def standin(tmp_path, monkeypatch):
 @pytest.fixture
 def broken_standin(tmp_path, monkeypatch):
     """mlebench is installed, but one of its own dependencies is not (as appdirs or py7zr can be)."""
-    _install(tmp_path, monkeypatch, {**STANDIN, "utils.py": "import py7zr_not_installed\n" + textwrap.dedent(STANDIN["utils.py"])})
+    _install(
+        tmp_path,
+        monkeypatch,
+        {**STANDIN, "utils.py": "import py7zr_not_installed\n" + textwrap.dedent(STANDIN["utils.py"])},
+    )
     yield
     _uninstall()
 
@@ -153,7 +157,8 @@ def test_the_grade_functions_raw_value_is_rounded_as_mle_benchs_grader_does(stan
 
 
 def test_an_mlebench_whose_own_dependencies_do_not_import_gives_way_to_the_built_in_graders(
-        broken_standin, tmp_path, caplog):
+    broken_standin, tmp_path, caplog
+):
     root = data_root(tmp_path, "aerial-cactus-identification", CACTUS)
     (root / "toy-regression" / "prepared" / "public").mkdir(parents=True)
     with caplog.at_level(logging.WARNING):

@@ -27,8 +27,8 @@ statuses = st.sampled_from(("ok",) + FAILURE_STATUSES)
 def test_valid_rewards_lie_in_0_1_and_rise_with_the_score(oriented, tau):
     rewards = valid_rewards(oriented, tau)
     assert all(0 <= r < 1 for r in rewards)
-    for (a, ra) in zip(oriented, rewards, strict=True):
-        for (b, rb) in zip(oriented, rewards, strict=True):
+    for a, ra in zip(oriented, rewards, strict=True):
+        for b, rb in zip(oriented, rewards, strict=True):
             if a > b:
                 assert ra >= rb
             if a == b:

@@ -42,8 +42,9 @@ def test_public_only_generation_writes_the_same_public_files_and_no_answers(home
     pub = "tasks/public/spooky-mini"
     assert files_of(tmp_path / pub) == files_of(home / pub)
     ensure_builtin_tasks(tmp_path, tasks=["spooky-mini"])  # the grader's side later adds the answers
-    assert (tmp_path / "tasks/private/spooky-mini/answers.csv").read_bytes() == \
-        (home / "tasks/private/spooky-mini/answers.csv").read_bytes()
+    assert (tmp_path / "tasks/private/spooky-mini/answers.csv").read_bytes() == (
+        home / "tasks/private/spooky-mini/answers.csv"
+    ).read_bytes()
 
 
 def test_registry_lookup_without_answers_for_hosts_that_must_not_hold_them(tmp_path):
@@ -122,8 +123,10 @@ def test_dogscats_layout(home):
     assert sorted(int(p.stem) for p in (pub / "test").iterdir()) == list(range(1, 501))
 
 
-@pytest.mark.parametrize("task_id, baseline", [("spooky-mini", 1.08471), ("cactus-mini", 0.5),
-                                               ("plant-mini", 0.5), ("dogscats-mini", 0.69315)])
+@pytest.mark.parametrize(
+    "task_id, baseline",
+    [("spooky-mini", 1.08471), ("cactus-mini", 0.5), ("plant-mini", 0.5), ("dogscats-mini", 0.69315)],
+)
 def test_sample_submission_is_the_constant_baseline_and_answers_score_perfectly(home, task_id, baseline):
     task = get_task(task_id, home)
     sample = grade_submission(task, task.public_dir / "sample_submission.csv")
@@ -165,25 +168,34 @@ def test_image_tasks_beat_the_constant_baseline_with_histogram_features(home):
     cactus = get_task("cactus-mini", home)
     train = pd.read_csv(cactus.public_dir / "train.csv")
     test_ids = pd.read_csv(cactus.public_dir / "sample_submission.csv").id
-    p = _fit_predict(_features([cactus.public_dir / "train" / i for i in train.id]), train.has_cactus,
-                     _features([cactus.public_dir / "test" / i for i in test_ids]))[:, 1]
-    auc = grade_submission(cactus, pd.DataFrame({"id": test_ids, "has_cactus": p}).to_csv(index=False).encode())
+    p = _fit_predict(
+        _features([cactus.public_dir / "train" / i for i in train.id]),
+        train.has_cactus,
+        _features([cactus.public_dir / "test" / i for i in test_ids]),
+    )[:, 1]
+    auc = grade_submission(
+        cactus, pd.DataFrame({"id": test_ids, "has_cactus": p}).to_csv(index=False).encode()
+    )
     assert auc.test_metric > 0.75
 
     dogs = get_task("dogscats-mini", home)
     files = sorted((dogs.public_dir / "train").glob("*.png"))
     y = [f.name.startswith("dog") for f in files]
     ids = list(range(1, 501))
-    p = _fit_predict(_features(files), y, _features([dogs.public_dir / "test" / f"{i}.png" for i in ids]))[:, 1]
+    p = _fit_predict(_features(files), y, _features([dogs.public_dir / "test" / f"{i}.png" for i in ids]))[
+        :, 1
+    ]
     loss = grade_submission(dogs, pd.DataFrame({"id": ids, "label": p}).to_csv(index=False).encode())
     assert loss.test_metric < 0.66  # constant 0.5: 0.69315
 
     plant = get_task("plant-mini", home)
     train, test = pd.read_csv(plant.public_dir / "train.csv"), pd.read_csv(plant.public_dir / "test.csv")
     labels = list(plant.target_columns)
-    p = _fit_predict(_features([plant.public_dir / "images" / f"{i}.png" for i in train.image_id]),
-                     train[labels].to_numpy().argmax(1),
-                     _features([plant.public_dir / "images" / f"{i}.png" for i in test.image_id]))
+    p = _fit_predict(
+        _features([plant.public_dir / "images" / f"{i}.png" for i in train.image_id]),
+        train[labels].to_numpy().argmax(1),
+        _features([plant.public_dir / "images" / f"{i}.png" for i in test.image_id]),
+    )
     sub = pd.DataFrame(p, columns=labels)
     sub.insert(0, "image_id", test.image_id)
     assert grade_submission(plant, sub.to_csv(index=False).encode()).test_metric > 0.65

@@ -70,10 +70,27 @@ def test_scores_match_scikit_learn_on_aligned_rows_rounded_as_mle_bench_rounds(t
 BAD = {
     "wrong columns": (lambda t, d: d.rename(columns={d.columns[1]: "nope"}), "missing columns"),
     "missing id": (lambda t, d: d.iloc[1:], "rows, expected"),
-    "extra id": (lambda t, d: pd.concat([d, d.iloc[:1].assign(**{t.id_column: d[t.id_column].iloc[0]})]), "rows, expected"),
-    "duplicate id": (lambda t, d: d.assign(**{t.id_column: [d[t.id_column].iloc[0]] + list(d[t.id_column].iloc[1:-1]) + [d[t.id_column].iloc[0]]}), "duplicate"),
+    "extra id": (
+        lambda t, d: pd.concat([d, d.iloc[:1].assign(**{t.id_column: d[t.id_column].iloc[0]})]),
+        "rows, expected",
+    ),
+    "duplicate id": (
+        lambda t, d: d.assign(
+            **{
+                t.id_column: [d[t.id_column].iloc[0]]
+                + list(d[t.id_column].iloc[1:-1])
+                + [d[t.id_column].iloc[0]]
+            }
+        ),
+        "duplicate",
+    ),
     "unknown id": (lambda t, d: d.assign(**{t.id_column: d[t.id_column].astype(str) + "x"}), "not test ids"),
-    "nan": (lambda t, d: d.assign(**{t.target_columns[0]: np.where(np.arange(len(d)) == 5, np.nan, d[t.target_columns[0]])}), "NaN"),
+    "nan": (
+        lambda t, d: d.assign(
+            **{t.target_columns[0]: np.where(np.arange(len(d)) == 5, np.nan, d[t.target_columns[0]])}
+        ),
+        "NaN",
+    ),
     "text values": (lambda t, d: d.assign(**{t.target_columns[0]: "high"}), "not numeric"),
     "inf": (lambda t, d: d.assign(**{t.target_columns[0]: np.inf}), "finite"),
 }
@@ -138,16 +155,19 @@ def test_integer_ids_written_as_floats_are_accepted(tasks):
     assert grade(task, sub.assign(id=sub.id.astype(float))).test_metric == grade(task, sub).test_metric
 
 
-@pytest.mark.parametrize("raw, words", [
-    (b"", "empty"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-    (b"just some words\nand more\n", "not a comma-separated file"),
-    (b"\n\n\n", "no header"),
-    (b"id,EAP,HPL,MWS\n", "no rows"),
-    ("id,EAP\n\xe9t\xe9,1\n".encode("latin-1"), "not UTF-8"),
-    (b'id,EAP,HPL,MWS\n"id1,0.2,0.3,0.5\n', "not a valid CSV"),
-    (b"id,EAP,HPL,MWS\nid1,0.2,0.3,0.5,9,9,9\n", "not a valid CSV"),
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (b"", "empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+        (b"just some words\nand more\n", "not a comma-separated file"),
+        (b"\n\n\n", "no header"),
+        (b"id,EAP,HPL,MWS\n", "no rows"),
+        ("id,EAP\n\xe9t\xe9,1\n".encode("latin-1"), "not UTF-8"),
+        (b'id,EAP,HPL,MWS\n"id1,0.2,0.3,0.5\n', "not a valid CSV"),
+        (b"id,EAP,HPL,MWS\nid1,0.2,0.3,0.5,9,9,9\n", "not a valid CSV"),
+    ],
+)
 def test_unreadable_files_are_invalid_with_a_reason(tasks, raw, words):
     result = grade_submission(tasks["spooky-mini"], raw)
     assert result.status == "invalid_submission" and words in result.grade_error, result.grade_error
@@ -210,7 +230,9 @@ def test_unknown_and_unsupported_tasks_are_clear_errors(tasks, tmp_path):
 def test_a_long_file_is_rejected_after_one_row_too_many_without_parsing_the_rest(tasks):
     task = tasks["spooky-mini"]
     sub = predictions(task)
-    body = sub.to_csv(index=False).encode() + sub.iloc[:1].to_csv(index=False, header=False).encode() * 200_000
+    body = (
+        sub.to_csv(index=False).encode() + sub.iloc[:1].to_csv(index=False, header=False).encode() * 200_000
+    )
     result = grade_submission(task, body)
     assert result.status == "invalid_submission" and "at least 601 rows, expected 600" in result.grade_error
     assert result.seconds < 1.0

@@ -15,8 +15,18 @@ NOW = 1_000_000.0
 
 
 def beat(**kw) -> Heartbeat:
-    base = dict(service="grader", instance="h-1", pid=os.getpid(), written_at=NOW - 2, state="running",
-                nats_connected=True, consumer_loop_at=NOW - 1, inflight=0, processed=5, dead_lettered=0)
+    base = dict(
+        service="grader",
+        instance="h-1",
+        pid=os.getpid(),
+        written_at=NOW - 2,
+        state="running",
+        nats_connected=True,
+        consumer_loop_at=NOW - 1,
+        inflight=0,
+        processed=5,
+        dead_lettered=0,
+    )
     return Heartbeat(**{**base, **kw})
 
 

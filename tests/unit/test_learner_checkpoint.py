@@ -26,7 +26,9 @@ def saved(tmp_path, steps=(1, 2)):
             for p in model.parameters():
                 if p.requires_grad:
                     p.add_(0.01)
-        ckpt.save(root, ckpt.LearnerState(run_id="r", step=step, trained=[f"g{step}"]), model, {"opt": step}, keep=2)
+        ckpt.save(
+            root, ckpt.LearnerState(run_id="r", step=step, trained=[f"g{step}"]), model, {"opt": step}, keep=2
+        )
     return root, model
 
 
@@ -69,7 +71,7 @@ def test_values_are_checked_even_when_the_manifest_agrees(tmp_path):
     f = adapter_file(root, 2)
     data = bytearray(f.read_bytes())
     header = 8 + struct.unpack("<Q", data[:8])[0]
-    data[header:header + 4] = struct.pack("<f", float("nan"))
+    data[header : header + 4] = struct.pack("<f", float("nan"))
     f.write_bytes(bytes(data))
     manifest_path = root / "step_000002" / ckpt.MANIFEST
     manifest = json.loads(manifest_path.read_text())

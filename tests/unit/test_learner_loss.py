@@ -35,7 +35,13 @@ def test_loss_gradient_matches_the_hand_computed_example():
     assert logp.grad.tolist() == pytest.approx(expected, abs=1e-12)
     assert stats["clipped"].tolist() == [0.0, 1.0, 0.0]
     pg_value = (-w1 * 1 + -1.28 + 1.0) / 3
-    kl_value = sum(math.exp(r - lp) - (r - lp) - 1 for r, lp in zip([-1.1, -2.0, -0.7], [-1.0, -2.0, -0.5], strict=True)) / 3
+    kl_value = (
+        sum(
+            math.exp(r - lp) - (r - lp) - 1
+            for r, lp in zip([-1.1, -2.0, -0.7], [-1.0, -2.0, -0.5], strict=True)
+        )
+        / 3
+    )
     assert float(loss.detach()) == pytest.approx(pg_value + 0.1 * kl_value, abs=1e-12)
 
 
@@ -71,7 +77,12 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits_computation():
 
 
 def test_packing_respects_the_budget_and_restarts_positions():
-    seqs = [SeqSpec((1, 2, 3), (4, 5)), SeqSpec((6,), (7, 8, 9)), SeqSpec((1, 1), (2,)), SeqSpec(tuple(range(1, 11)), (3,))]
+    seqs = [
+        SeqSpec((1, 2, 3), (4, 5)),
+        SeqSpec((6,), (7, 8, 9)),
+        SeqSpec((1, 1), (2,)),
+        SeqSpec(tuple(range(1, 11)), (3,)),
+    ]
     bins = plan([s.length for s in seqs], budget=8)
     assert sorted(i for b in bins for i in b) == [0, 1, 2, 3]
     assert all(sum(seqs[i].length for i in b) <= 8 for b in bins if len(b) > 1)
@@ -79,7 +90,9 @@ def test_packing_respects_the_budget_and_restarts_positions():
         cu = mb.cu_seqlens.tolist()
         for s, e in zip(cu[:-1], cu[1:], strict=True):
             assert mb.position_ids[0, s:e].tolist() == list(range(e - s))
-        assert mb.input_ids[0, mb.rows + 1].tolist() == mb.targets.tolist()  # each row predicts the next token
+        assert (
+            mb.input_ids[0, mb.rows + 1].tolist() == mb.targets.tolist()
+        )  # each row predicts the next token
 
 
 def test_packed_logprobs_equal_each_sequence_run_alone():
@@ -91,8 +104,11 @@ def test_packed_logprobs_equal_each_sequence_run_alone():
         for s, lp in zip(seqs, packed, strict=True):
             ids = torch.tensor([list(s.prompt_ids) + list(s.response_ids)])
             logits = model(input_ids=ids).logits[0].float()
-            alone = torch.log_softmax(logits, -1)[len(s.prompt_ids) - 1:-1].gather(
-                1, torch.tensor(s.response_ids)[:, None]).squeeze(1)
+            alone = (
+                torch.log_softmax(logits, -1)[len(s.prompt_ids) - 1 : -1]
+                .gather(1, torch.tensor(s.response_ids)[:, None])
+                .squeeze(1)
+            )
             assert torch.allclose(alone, lp, atol=1e-5)
 
 
@@ -108,17 +124,31 @@ def test_padded_rows_fallback_matches_packing_and_qwen35_without_fla_uses_it():
     rows.packed = False
     for a, b in zip(packed.logprobs(seqs), rows.logprobs(seqs), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    cfg = Qwen3_5TextConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                            intermediate_size=64, vocab_size=40, head_dim=16, linear_num_key_heads=1,
-                            linear_num_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
-                            layer_types=["linear_attention", "full_attention"])
+    cfg = Qwen3_5TextConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        vocab_size=40,
+        head_dim=16,
+        linear_num_key_heads=1,
+        linear_num_value_heads=2,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        layer_types=["linear_attention", "full_attention"],
+    )
     cfg._attn_implementation = "tg_packed"
     torch.manual_seed(0)
-    q35 = wrap_lora(Qwen3_5ForCausalLM(cfg), SimpleNamespace(r=4, alpha=4, dropout=0.0, target_modules="all-linear"))
+    q35 = wrap_lora(
+        Qwen3_5ForCausalLM(cfg), SimpleNamespace(r=4, alpha=4, dropout=0.0, target_modules="all-linear")
+    )
     trainer = PolicyTrainer(q35, TrainerSettings())
     assert not trainer.packed  # no flash-linear-attention here: the recurrence would cross sequences
     with torch.no_grad():
         for s, lp in zip(seqs, trainer.logprobs(seqs), strict=True):
             ids = torch.tensor([list(s.prompt_ids) + list(s.response_ids)])
-            alone = torch.log_softmax(q35(input_ids=ids).logits[0].float(), -1)[len(s.prompt_ids) - 1:-1]
-            assert torch.allclose(alone.gather(1, torch.tensor(s.response_ids)[:, None]).squeeze(1), lp, atol=1e-5)
+            alone = torch.log_softmax(q35(input_ids=ids).logits[0].float(), -1)[len(s.prompt_ids) - 1 : -1]
+            assert torch.allclose(
+                alone.gather(1, torch.tensor(s.response_ids)[:, None]).squeeze(1), lp, atol=1e-5
+            )

@@ -29,8 +29,16 @@ def batch(n: int, seed: int = 0) -> list[TrainSample]:
         length = rng.randint(8, 60)
         ids = [rng.randrange(3, 96) for _ in range(length)]
         p = max(1, length // 4)
-        out.append(TrainSample("g", f"n{i}", tuple(ids[:p]), tuple(ids[p:]), tuple([-4.5] * (length - p)),
-                               rng.choice([1.0, -0.5, 0.7, 0.0])))
+        out.append(
+            TrainSample(
+                "g",
+                f"n{i}",
+                tuple(ids[:p]),
+                tuple(ids[p:]),
+                tuple([-4.5] * (length - p)),
+                rng.choice([1.0, -0.5, 0.7, 0.0]),
+            )
+        )
     return out
 
 
@@ -80,7 +88,9 @@ def test_two_rank_step_gives_the_one_rank_loss_and_gradients(tmp_path):
     single = one_rank(model_dir, FULL)
     expected = single.step(batch(14)).metrics
     out = tmp_path / "ranks.pt"
-    mp.start_processes(_rank_grads, args=(str(model_dir), free_port(), str(out)), nprocs=2, start_method="spawn")
+    mp.start_processes(
+        _rank_grads, args=(str(model_dir), free_port(), str(out)), nprocs=2, start_method="spawn"
+    )
     got = torch.load(out)
     assert got["metrics"]["loss"] == pytest.approx(expected["loss"], rel=1e-5, abs=1e-7)
     assert got["metrics"]["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-5)
@@ -99,8 +109,13 @@ def test_sharded_checkpoint_resumes_bit_for_bit_with_fresh_ranks(tmp_path):
     from treegrpo.services.learner._ranks import RankedTrainer, RankSpec
 
     model_dir = save_tiny(tmp_path / "model")
-    spec = RankSpec(model_path=str(model_dir), devices=("cpu", "cpu"), trainer=SETTINGS, lora=LORA.model_dump(),
-                    torch_threads=1)
+    spec = RankSpec(
+        model_path=str(model_dir),
+        devices=("cpu", "cpu"),
+        trainer=SETTINGS,
+        lora=LORA.model_dump(),
+        torch_threads=1,
+    )
     first, second = batch(10, seed=1), batch(12, seed=2)
     straight = RankedTrainer(spec)
     try:
@@ -113,7 +128,9 @@ def test_sharded_checkpoint_resumes_bit_for_bit_with_fresh_ranks(tmp_path):
     before = RankedTrainer(spec)
     try:
         before.step(first)
-        path = ckpt.save(tmp_path / "ckpt", ckpt.LearnerState(run_id="r", step=1), before.export(), before.state())
+        path = ckpt.save(
+            tmp_path / "ckpt", ckpt.LearnerState(run_id="r", step=1), before.export(), before.state()
+        )
     finally:
         before.close()
     _state, trainer_state, adapter = ckpt.load(path)

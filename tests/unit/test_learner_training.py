@@ -24,8 +24,10 @@ def policy(seed: int = 0):
 def group(trainer: PolicyTrainer, rewards: list[float], estimator: str = "grpo") -> list[TrainSample]:
     behaviour = trainer.logprobs([SeqSpec(PROMPT, arm) for arm in ARMS])
     adv = compute(estimator, rewards)
-    return [TrainSample("g", f"n{i}", PROMPT, arm, tuple(behaviour[i].tolist()), adv[i])
-            for i, arm in enumerate(ARMS)]
+    return [
+        TrainSample("g", f"n{i}", PROMPT, arm, tuple(behaviour[i].tolist()), adv[i])
+        for i, arm in enumerate(ARMS)
+    ]
 
 
 def winner_logprob(trainer: PolicyTrainer) -> float:

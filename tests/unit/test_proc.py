@@ -10,8 +10,10 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")]
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only"),
+]
 
 PARENT = """
 import subprocess, sys, time
@@ -33,8 +35,12 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_child_dies_when_its_parent_is_killed_with_sigkill():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     child = int(parent.stdout.readline())
     try:
         assert _alive(child)

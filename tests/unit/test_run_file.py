@@ -52,4 +52,4 @@ def test_the_run_table_no_longer_takes_the_bus_or_traces(tmp_path, key):
 
 def test_an_unknown_table_is_rejected_naming_it(tmp_path):
     with pytest.raises(ConfigError, match=r"run\.toml: field 'samplr': Extra inputs are not permitted$"):
-        load_run_file(write(tmp_path, "[samplr]\nbackend = \"hf\"\n"))
+        load_run_file(write(tmp_path, '[samplr]\nbackend = "hf"\n'))

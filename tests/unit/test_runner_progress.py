@@ -14,12 +14,12 @@ pytestmark = pytest.mark.timeout(30)
 def test_a_rounds_best_comes_from_its_graded_nodes_when_round_completed_is_the_fact_alone():
     p = Progress(tasks=["t"], rounds=2, train=False)
     for i, (oriented, status) in enumerate([(0.2, "ok"), (0.9, "crashed"), (0.5, "ok")]):
-        g = pb.NodeGraded(node_id=f"n{i}", task="t", round=1, status=status, oriented=oriented,
-                          test_metric=oriented * 10)
+        g = pb.NodeGraded(
+            node_id=f"n{i}", task="t", round=1, status=status, oriented=oriented, test_metric=oriented * 10
+        )
         p.apply(ev.make_event("r", "grader", g))
     later = pb.NodeGraded(node_id="n9", task="t", round=2, status="ok", oriented=7.0, test_metric=70.0)
     p.apply(ev.make_event("r", "grader", later))
     assert p.per_task["t"].best is None  # no round has completed yet
     p.apply(ev.make_event("r", "sampler", pb.RoundCompleted(task="t", round=1, completed_unix=1)))
     assert (p.per_task["t"].best, p.per_task["t"].rounds_done) == (5.0, 1)
-

@@ -58,13 +58,19 @@ def _tar(members: dict[str, bytes]) -> bytes:
 
 
 def test_adapter_archive_unpacks_flat_or_wrapped_in_one_folder(tmp_path):
-    for i, members in enumerate([{"adapter_config.json": b"{}", "adapter_model.safetensors": b"x"},
-                                 {"v3/adapter_config.json": b"{}", "v3/adapter_model.safetensors": b"x"}]):
+    for i, members in enumerate(
+        [
+            {"adapter_config.json": b"{}", "adapter_model.safetensors": b"x"},
+            {"v3/adapter_config.json": b"{}", "v3/adapter_model.safetensors": b"x"},
+        ]
+    ):
         archive = tmp_path / f"a{i}.tar"
         archive.write_bytes(_tar(members))
         _untar(archive, tmp_path / f"out{i}")
-        assert sorted(p.name for p in (tmp_path / f"out{i}").iterdir()) == ["adapter_config.json",
-                                                                            "adapter_model.safetensors"]
+        assert sorted(p.name for p in (tmp_path / f"out{i}").iterdir()) == [
+            "adapter_config.json",
+            "adapter_model.safetensors",
+        ]
 
 
 def test_archive_escaping_its_folder_or_without_adapter_config_is_refused(tmp_path):

@@ -20,8 +20,9 @@ MSGS = [{"role": "system", "content": "You write code."}, {"role": "user", "cont
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return build_model(tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024,
-                       tokenizer_bytes=1 << 20)
+    return build_model(
+        tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024, tokenizer_bytes=1 << 20
+    )
 
 
 def make_adapter(model_dir, out, seed):
@@ -30,8 +31,12 @@ def make_adapter(model_dir, out, seed):
 
     torch.manual_seed(seed)
     base = AutoModelForCausalLM.from_pretrained(model_dir)
-    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
-                                           init_lora_weights=False))
+    peft = get_peft_model(
+        base,
+        LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False
+        ),
+    )
     for p in peft.parameters():
         if p.requires_grad:
             p.data.mul_(40.0)  # a visibly different policy
@@ -59,10 +64,10 @@ async def test_group_is_sampled_in_one_batch_with_raw_logprobs_of_the_sampled_to
     assert len(c.token_ids) == len(c.logprobs) and c.finish_reason in ("stop", "length")
     ids = torch.tensor([c.prompt_token_ids + c.token_ids])
     with torch.no_grad():
-        logits = b.model(ids).logits[0, len(c.prompt_token_ids) - 1:-1]
+        logits = b.model(ids).logits[0, len(c.prompt_token_ids) - 1 : -1]
     raw = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c.token_ids)[:, None]).squeeze(-1)
     tempered = torch.log_softmax(logits / 0.7, -1).gather(-1, torch.tensor(c.token_ids)[:, None]).squeeze(-1)
-    assert torch.allclose(raw, torch.tensor(c.logprobs), atol=1e-4)        # the raw distribution ...
+    assert torch.allclose(raw, torch.tensor(c.logprobs), atol=1e-4)  # the raw distribution ...
     assert not torch.allclose(tempered, torch.tensor(c.logprobs), atol=1e-3)  # ... not the processed one
 
 
@@ -94,7 +99,6 @@ async def test_a_broken_adapter_is_refused_and_the_old_version_keeps_serving(tin
     with pytest.raises((ValueError, OSError)):
         await b.load_adapter(2, broken)
     assert b.version == 1 and (await b.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids
-
 
 
 def test_the_sampler_config_and_the_hf_backend_import_no_http_client():

@@ -45,12 +45,12 @@ def test_seed_round_anatomy_two_draft_groups_of_sixteen_then_parent_choice():
     g0, g1 = sample_all(rs, 0, 16), sample_all(rs, 1, 16)
     assert next_expansions(RUN, s, {("spooky-mini", 1): rs}, 0, set()) == []  # step 2 waits for grades
     score(g0, lambda i: (-0.5, "crashed"))
-    assert plan_step(RUN, s, rs, 2) is None                                    # ... for every earlier group
+    assert plan_step(RUN, s, rs, 2) is None  # ... for every earlier group
     score(g1, lambda i: (0.9, "ok") if i == 3 else (-0.5, "crashed"))
     exp = plan_step(RUN, s, rs, 2)
     assert exp is not None and exp.missing == tuple(range(16))
     assert exp.mode == ("improve" if exp.parent_id == g1.sampled[3] else "debug")
-    assert plan_step(RUN, s, rs, 3) is None                                    # step 3 waits for step 2
+    assert plan_step(RUN, s, rs, 3) is None  # step 3 waits for step 2
 
 
 def test_parent_choice_is_deterministic_for_the_same_state_and_seed():
@@ -107,7 +107,9 @@ def test_sync_round_waits_for_the_policy_trained_on_the_previous_round():
 def test_next_expansions_interleave_tasks_and_only_open_rounds_the_version_allows():
     s = spec(tasks=["a", "b"], rounds=3, max_staleness=1)
     todo = next_expansions(RUN, s, {}, 0, set())
-    assert {(e.task, e.round, e.step) for e in todo} == {(t, r, st) for t in "ab" for r in (1, 2) for st in (0, 1)}
+    assert {(e.task, e.round, e.step) for e in todo} == {
+        (t, r, st) for t in "ab" for r in (1, 2) for st in (0, 1)
+    }
     assert [e.round for e in todo] == sorted(e.round for e in todo)  # earlier rounds first
     busy = {todo[0].group_id}
     assert todo[0].group_id not in {e.group_id for e in next_expansions(RUN, s, {}, 0, busy)}
@@ -166,7 +168,10 @@ def test_sampling_seed_ignores_the_run_id_but_not_the_position_or_seed():
 
     def exp(run_id: str, step: int):
         from treegrpo.services.sampler.policy import Expansion
-        return Expansion("spooky-mini", 1, step, "draft", None, events.group_id(run_id, "spooky-mini", 1, step), (0, 1))
+
+        return Expansion(
+            "spooky-mini", 1, step, "draft", None, events.group_id(run_id, "spooky-mini", 1, step), (0, 1)
+        )
 
     assert sampling_seed(_State(0), exp("a", 0)) == sampling_seed(_State(0), exp("a-control", 0))
     assert sampling_seed(_State(0), exp("a", 0)) != sampling_seed(_State(0), exp("a", 1))

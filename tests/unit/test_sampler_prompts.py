@@ -12,8 +12,16 @@ def test_draft_prompt_has_task_instructions_resources_and_data_but_no_hints_or_s
     msgs = render_prompt("draft", "Predict the author.", "input/\n    train.csv")
     assert [m["role"] for m in msgs] == ["system", "user"]
     user = msgs[1]["content"]
-    for needle in ("Predict the author.", "./input/", "./submission/submission.csv", "Validation metric",
-                   "# /// script", "[tool.resources]", "# gpu = 1", "input/\n    train.csv"):
+    for needle in (
+        "Predict the author.",
+        "./input/",
+        "./submission/submission.csv",
+        "Validation metric",
+        "# /// script",
+        "[tool.resources]",
+        "# gpu = 1",
+        "input/\n    train.csv",
+    ):
         assert needle in user
     assert "GPU is available" not in user
 
@@ -31,8 +39,9 @@ def test_debug_prompt_shows_parent_code_and_trimmed_output():
 
 def test_improve_prompt_shows_no_parent_output_unless_scores_are_switched_on():
     plain = render_prompt("improve", "d", "o", parent_code="fit()", parent_output="Validation metric: 0.51")
-    shown = render_prompt("improve", "d", "o", parent_code="fit()", parent_output="Validation metric: 0.51",
-                          show_scores=True)
+    shown = render_prompt(
+        "improve", "d", "o", parent_code="fit()", parent_output="Validation metric: 0.51", show_scores=True
+    )
     assert "fit()" in plain[1]["content"] and "0.51" not in plain[1]["content"]
     assert "0.51" in shown[1]["content"]
 
@@ -81,7 +90,11 @@ def test_task_context_reads_description_and_summarises_a_public_folder(tmp_path)
 def test_parse_splits_thinking_plan_and_code():
     text = "<think>\nuse tfidf\n</think>\nI will fit a TF-IDF model.\n\n```python\nimport os\nprint(1)\n```\n"
     p = parse_completion(text)
-    assert p.thinking == "use tfidf" and p.plan == "I will fit a TF-IDF model." and p.code == "import os\nprint(1)"
+    assert (
+        p.thinking == "use tfidf"
+        and p.plan == "I will fit a TF-IDF model."
+        and p.code == "import os\nprint(1)"
+    )
 
 
 def test_parse_without_code_gives_empty_code_and_the_text_as_plan():

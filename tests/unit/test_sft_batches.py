@@ -16,7 +16,9 @@ def tiny(tmp_path_factory):
 
     from treegrpo.models import build_model
 
-    path = build_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", vocab_size=512, tokenizer_bytes=200_000)
+    path = build_model(
+        tmp_path_factory.mktemp("m") / "tiny", size="tiny", vocab_size=512, tokenizer_bytes=200_000
+    )
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64)
 
@@ -50,7 +52,7 @@ def test_shared_prompt_loss_and_gradient_equal_the_packed_batch(tiny):
     assert n_shared == n_packed == sum(e.n_completion for e in batch)
     assert torch.allclose(shared, packed, rtol=1e-9, atol=1e-10)
     assert g_shared.keys() == g_packed.keys()
-    for k in g_packed:   # rotary tables stay float32 in float64 models: agreement to ~1e-7, not 1e-15
+    for k in g_packed:  # rotary tables stay float32 in float64 models: agreement to ~1e-7, not 1e-15
         assert (g_shared[k] - g_packed[k]).norm() <= 1e-5 * g_packed[k].norm(), k
 
 
@@ -69,7 +71,7 @@ def test_shared_batches_respect_the_token_budget_counting_the_prompt_once():
         longest = max(ex[i].n_completion for i in b)
         assert len(b) == 1 or 100 + longest * len(b) <= 300
     packed = make_batches(ex, 300, random.Random(0), share_prompts=False)
-    assert len(packed) > len(batches)   # whole pairs: the prompt is paid per pair
+    assert len(packed) > len(batches)  # whole pairs: the prompt is paid per pair
 
 
 def test_learning_rate_decays_over_the_time_budget_when_it_runs_out_before_the_steps():
@@ -77,9 +79,9 @@ def test_learning_rate_decays_over_the_time_budget_when_it_runs_out_before_the_s
     from treegrpo.services.learner.sft._train import lr_factor
 
     cfg = SftConfig(warmup_steps=4, lr_min_ratio=0.1, max_seconds=100)
-    assert lr_factor(0, 0.0, 10_000, cfg) == 0.25                       # warm-up
-    assert lr_factor(10, 0.0, 10_000, cfg) > 0.99                       # peak
-    assert abs(lr_factor(10, 50.0, 10_000, cfg) - 0.55) < 1e-9          # half the time: half way down
-    assert lr_factor(10, 100.0, 10_000, cfg) == 0.1                     # time is up: the floor
+    assert lr_factor(0, 0.0, 10_000, cfg) == 0.25  # warm-up
+    assert lr_factor(10, 0.0, 10_000, cfg) > 0.99  # peak
+    assert abs(lr_factor(10, 50.0, 10_000, cfg) - 0.55) < 1e-9  # half the time: half way down
+    assert lr_factor(10, 100.0, 10_000, cfg) == 0.1  # time is up: the floor
     steps_only = SftConfig(warmup_steps=4, lr_min_ratio=0.1)
-    assert abs(lr_factor(4 + 48, 1e6, 100, steps_only) - 0.55) < 1e-9   # no time budget: steps decide
+    assert abs(lr_factor(4 + 48, 1e6, 100, steps_only) - 0.55) < 1e-9  # no time budget: steps decide

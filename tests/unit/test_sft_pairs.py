@@ -59,22 +59,26 @@ def test_pairs_use_the_samplers_exact_prompts_and_real_error_output(spooky_home)
 def test_a_score_spread_subset_keeps_the_weakest_and_the_best_and_debug_follows_it(spooky_home):
     valid = [s for s in load_corpus() if s.task == "spooky-mini" and s.intended == "ok"]
     ranked = sorted(valid, key=lambda s: s.verified.oriented)
-    pairs = corpus_pairs(CorpusSettings(tasks=["spooky-mini"], valid_per_task=5, draft_repeats=1), PromptSettings())
+    pairs = corpus_pairs(
+        CorpusSettings(tasks=["spooky-mini"], valid_per_task=5, draft_repeats=1), PromptSettings()
+    )
     drafts = {p.source.split(":")[1].removesuffix(".py") for p in pairs if p.mode == "draft"}
     assert len(drafts) == 5 and {ranked[0].name, ranked[-1].name} <= drafts
     for p in pairs:
         if p.mode != "draft":
-            assert p.source.split("->")[1] in drafts     # every target is a kept script
+            assert p.source.split("->")[1] in drafts  # every target is a kept script
 
 
 def test_grouped_improve_pairs_share_few_parents_each_with_better_children(spooky_home):
-    pairs = corpus_pairs(CorpusSettings(tasks=["spooky-mini"], improve_parents=3, improve_children=4, debug=False),
-                         PromptSettings())
+    pairs = corpus_pairs(
+        CorpusSettings(tasks=["spooky-mini"], improve_parents=3, improve_children=4, debug=False),
+        PromptSettings(),
+    )
     by_name = {s.name: s for s in load_corpus() if s.task == "spooky-mini"}
     improve = [p for p in pairs if p.mode == "improve"]
     parents = {p.source.split(":")[1].split("->")[0] for p in improve}
     assert len(parents) == 3 and len(improve) == 12
-    assert len({p.prompt_messages for p in improve}) == 3          # one prompt per parent
+    assert len({p.prompt_messages for p in improve}) == 3  # one prompt per parent
     for p in improve:
         parent, child = (by_name[x] for x in p.source.split(":")[1].split("->"))
         assert parent.verified.oriented < child.verified.oriented

@@ -30,8 +30,13 @@ while True:  # age > 0: a loop that beat once long ago and then blocked; age 0: 
 def supervised(tmp_path: Path, age: float, stuck_after_s: float = 5.0) -> tuple[Supervisor, Proc]:
     sup = Supervisor(tmp_path, max_restarts=3, stuck_after_s=stuck_after_s)
     health = tmp_path / "health" / "svc.json"
-    proc = Proc("svc", [sys.executable, "-c", BEAT, str(health), str(age)], tmp_path / "logs" / "svc.log",
-                {"PYTHONPATH": str(ROOT)}, health)
+    proc = Proc(
+        "svc",
+        [sys.executable, "-c", BEAT, str(health), str(age)],
+        tmp_path / "logs" / "svc.log",
+        {"PYTHONPATH": str(ROOT)},
+        health,
+    )
     sup.procs["svc"] = proc
     sup.start_all()
     deadline = time.monotonic() + 20
@@ -88,8 +93,13 @@ sys.exit(78)
 def test_a_permanent_exit_is_not_restarted_and_its_reason_is_kept(tmp_path):
     sup = Supervisor(tmp_path, max_restarts=50)
     health = tmp_path / "health" / "svc.json"
-    sup.procs["svc"] = proc = Proc("svc", [sys.executable, "-c", FAILED_SETUP, str(health)],
-                                   tmp_path / "logs" / "svc.log", {"PYTHONPATH": str(ROOT)}, health)
+    sup.procs["svc"] = proc = Proc(
+        "svc",
+        [sys.executable, "-c", FAILED_SETUP, str(health)],
+        tmp_path / "logs" / "svc.log",
+        {"PYTHONPATH": str(ROOT)},
+        health,
+    )
     sup.start_all()
     try:
         proc.proc.wait(30)
@@ -103,11 +113,18 @@ def test_a_permanent_exit_is_not_restarted_and_its_reason_is_kept(tmp_path):
 
 def test_a_service_piling_up_errors_is_shown_once_per_batch(tmp_path):
     health = tmp_path / "health" / "svc.json"
-    code = BEAT.replace("processed=0, dead_lettered=0", "processed=0, dead_lettered=0, errors=4, "
-                        "last_error='TransientError: bus down'")
+    code = BEAT.replace(
+        "processed=0, dead_lettered=0",
+        "processed=0, dead_lettered=0, errors=4, last_error='TransientError: bus down'",
+    )
     sup = Supervisor(tmp_path)
-    sup.procs["svc"] = Proc("svc", [sys.executable, "-c", code, str(health), "0"], tmp_path / "logs" / "svc.log",
-                            {"PYTHONPATH": str(ROOT)}, health)
+    sup.procs["svc"] = Proc(
+        "svc",
+        [sys.executable, "-c", code, str(health), "0"],
+        tmp_path / "logs" / "svc.log",
+        {"PYTHONPATH": str(ROOT)},
+        health,
+    )
     sup.start_all()
     try:
         deadline = time.monotonic() + 20

@@ -34,9 +34,18 @@ def write_spans(path):
     with tracer.start_as_current_span("publish node.executed", kind=SpanKind.PRODUCER) as root:
         pass
     link = trace.Link(root.get_span_context(), {"why": "batched"})
-    with tracer.start_as_current_span("grader node.executed", kind=SpanKind.CONSUMER, links=[link],
-                                      attributes={"treegrpo.event_id": "r.node.executed.n1", "n": 2**62,
-                                                  "ok": True, "x": 0.5, "tags": ["a", "b"]}) as parent:
+    with tracer.start_as_current_span(
+        "grader node.executed",
+        kind=SpanKind.CONSUMER,
+        links=[link],
+        attributes={
+            "treegrpo.event_id": "r.node.executed.n1",
+            "n": 2**62,
+            "ok": True,
+            "x": 0.5,
+            "tags": ["a", "b"],
+        },
+    ) as parent:
         parent.add_event("graded", {"status": "ok"})
         with pytest.raises(ValueError), tracer.start_as_current_span("grade"):
             raise ValueError("bad submission")
@@ -62,14 +71,18 @@ def test_trace_file_lines_are_otlp_json_that_the_official_proto_parses(tmp_path)
     root, parent = write_spans(path)
     lines = path.read_text().splitlines()
     assert len(lines) == 3  # one request per finished span (the processor exports them one by one)
-    raw = {json.loads(x)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"]: json.loads(x) for x in lines}
+    raw = {
+        json.loads(x)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"]: json.loads(x) for x in lines
+    }
     span = raw["grader node.executed"]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert re.fullmatch(r"[0-9a-f]{32}", span["traceId"]) and re.fullmatch(r"[0-9a-f]{16}", span["spanId"])
     assert span["traceId"] == f"{parent.get_span_context().trace_id:032x}"
     assert isinstance(span["startTimeUnixNano"], str) and int(span["startTimeUnixNano"]) == parent.start_time
     assert span["kind"] == Span.SpanKind.SPAN_KIND_CONSUMER and "status" in span
     assert span["links"][0]["spanId"] == f"{root.get_span_context().span_id:016x}"
-    parsed = {official_parse(x).resource_spans[0].scope_spans[0].spans[0].name: official_parse(x) for x in lines}
+    parsed = {
+        official_parse(x).resource_spans[0].scope_spans[0].spans[0].name: official_parse(x) for x in lines
+    }
     req = parsed["grade"]
     resource = {a.key: a.value.string_value for a in req.resource_spans[0].resource.attributes}
     assert resource["service.name"] == "grader"

@@ -32,8 +32,11 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 # where each producer's publishing code lives
-PACKAGES = {RUNNER: "treegrpo/runner", CONSUMER: "treegrpo/bus",
-            **{name: f"treegrpo/services/{name}" for name in SERVICES}}
+PACKAGES = {
+    RUNNER: "treegrpo/runner",
+    CONSUMER: "treegrpo/bus",
+    **{name: f"treegrpo/services/{name}" for name in SERVICES},
+}
 # bodies built without being published, each with the reason
 NOT_PUBLISHED = {
     ("treegrpo/services/sampler/_state.py", "PolicyPublished"): "a copy of a consumed fact, kept per version",
@@ -95,8 +98,10 @@ def test_every_producer_and_consumer_in_the_table_is_a_known_one():
 
 
 def test_the_scan_sees_a_body_built_under_any_import_name():
-    src = "from treegrpo.v1 import events_pb2 as v\nfrom treegrpo.v1.events_pb2 import NodeGraded\n" \
-          "a = v.PolicyLoaded(version=1)\nb = NodeGraded()\nc = v.GroupMember()\n"
+    src = (
+        "from treegrpo.v1 import events_pb2 as v\nfrom treegrpo.v1.events_pb2 import NodeGraded\n"
+        "a = v.PolicyLoaded(version=1)\nb = NodeGraded()\nc = v.GroupMember()\n"
+    )
     assert built_bodies(src) == {"PolicyLoaded", "NodeGraded"}
 
 

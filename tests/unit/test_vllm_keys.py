@@ -38,11 +38,13 @@ def test_qwen35_wrapper_gets_language_model_keys_in_a_copy(tmp_path):
     assert list(renamed) == ["base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight"]
     assert torch.equal(next(iter(renamed.values())), torch.arange(8.0).reshape(4, 2))
     assert (out / "adapter_config.json").read_text() == (src / "adapter_config.json").read_text()
-    assert list(load_file(str(src / "adapter_model.safetensors"))) == [KEY]   # the published one is untouched
+    assert list(load_file(str(src / "adapter_model.safetensors"))) == [KEY]  # the published one is untouched
 
 
 def test_plain_causal_lm_and_already_wrapped_keys_are_served_as_they_are(tmp_path):
-    assert adapter_for_engine(model(tmp_path, "Qwen3ForCausalLM", False), adapter(tmp_path)) == tmp_path / "v1"
+    assert (
+        adapter_for_engine(model(tmp_path, "Qwen3ForCausalLM", False), adapter(tmp_path)) == tmp_path / "v1"
+    )
     wrapped = tmp_path / "w"
     wrapped.mkdir()
     src = adapter(wrapped, "base_model.model.model.language_model.layers.0.mlp.up_proj.lora_A.weight")

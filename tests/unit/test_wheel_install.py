@@ -64,15 +64,45 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "treegrpo", src / "treegrpo", ignore=shutil.ignore_patterns("__pycache__"))
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"),
-          str(src)], tmp)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        tmp,
+    )
     (wheel,) = (tmp / "dist").glob("treegrpo-*.whl")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
-    _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
-          "--no-index", str(wheel)], tmp)
-    site = Path(_run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     tmp).strip())
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        tmp,
+    )
+    site = Path(
+        _run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            tmp,
+        ).strip()
+    )
     (site / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # dependencies only: see below
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     outside = tmp / "elsewhere"

@@ -36,7 +36,9 @@ def check_round(run_id: str, s: RoundSummary, records: Sequence[NodeRecord]) -> 
     out: list[Violation] = []
     valid = sum(r.status == Status.OK for r in records)
     if s.nodes != len(records):
-        out.append(Violation(run_id, where, f"summary nodes={s.nodes} but the node file has {len(records)} records"))
+        out.append(
+            Violation(run_id, where, f"summary nodes={s.nodes} but the node file has {len(records)} records")
+        )
     if s.valid != valid:
         out.append(Violation(run_id, where, f"summary valid={s.valid} but {valid} records have status ok"))
     if s.best_node_id is None:
@@ -47,8 +49,14 @@ def check_round(run_id: str, s: RoundSummary, records: Sequence[NodeRecord]) -> 
     if best is None:
         out.append(Violation(run_id, where, f"best_node_id {s.best_node_id} is not in the node file"))
     elif not _same(best.test_metric, s.best_test_metric):
-        out.append(Violation(run_id, where, f"best_node_id {s.best_node_id} has test_metric {best.test_metric}, "
-                                            f"summary says best_test_metric={s.best_test_metric}"))
+        out.append(
+            Violation(
+                run_id,
+                where,
+                f"best_node_id {s.best_node_id} has test_metric {best.test_metric}, "
+                f"summary says best_test_metric={s.best_test_metric}",
+            )
+        )
     return out
 
 
@@ -64,6 +72,12 @@ def phases_match(line: TimingLine) -> bool:
 
 
 def check_timing(run_id: str, lines: Sequence[TimingLine]) -> list[Violation]:
-    return [Violation(run_id, f"timing.jsonl step {t.step}",
-                      f"phases sum to {sum(t.phases_s.values()):.2f}s but total_s={t.total_s:.2f}s")
-            for t in lines if not phases_match(t)]
+    return [
+        Violation(
+            run_id,
+            f"timing.jsonl step {t.step}",
+            f"phases sum to {sum(t.phases_s.values()):.2f}s but total_s={t.total_s:.2f}s",
+        )
+        for t in lines
+        if not phases_match(t)
+    ]

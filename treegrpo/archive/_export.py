@@ -19,8 +19,15 @@ from treegrpo.events import Kind
 
 log = logging.getLogger(__name__)
 
-SMALL_KINDS = (Kind.RUN_STARTED, Kind.ROUND_STARTED, Kind.ROUND_COMPLETED, Kind.NODE_EXECUTED,
-               Kind.NODE_GRADED, Kind.GROUP_SCORED, Kind.LEARNER_STEPPED)
+SMALL_KINDS = (
+    Kind.RUN_STARTED,
+    Kind.ROUND_STARTED,
+    Kind.ROUND_COMPLETED,
+    Kind.NODE_EXECUTED,
+    Kind.NODE_GRADED,
+    Kind.GROUP_SCORED,
+    Kind.LEARNER_STEPPED,
+)
 
 
 class ArchiveInvariantError(RuntimeError):
@@ -40,8 +47,9 @@ async def collect_facts(bus, run_id: str, kinds: Sequence[str] = SMALL_KINDS) ->
     return facts
 
 
-async def export_run(bus, run_id: str, out_dir: str | Path,
-                     on_node: Callable[[int], None] | None = None) -> ExportResult:
+async def export_run(
+    bus, run_id: str, out_dir: str | Path, on_node: Callable[[int], None] | None = None
+) -> ExportResult:
     facts = await collect_facts(bus, run_id)
     if facts.started is None and not facts.rounds and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
@@ -56,8 +64,13 @@ async def export_run(bus, run_id: str, out_dir: str | Path,
     return result
 
 
-async def export_runs(bus, run_ids: Sequence[str], out_dir: str | Path, strict: bool = True,
-                      on_node: Callable[[int], None] | None = None) -> list[ExportResult]:
+async def export_runs(
+    bus,
+    run_ids: Sequence[str],
+    out_dir: str | Path,
+    strict: bool = True,
+    on_node: Callable[[int], None] | None = None,
+) -> list[ExportResult]:
     """Export each run to `out_dir/<run_id>/`. With `strict`, any invariant violation raises
     `ArchiveInvariantError` after every run is written (the files stay, for inspection)."""
     results = [await export_run(bus, rid, out_dir, on_node) for rid in run_ids]

@@ -66,7 +66,9 @@ async def existing_subjects(bus, run_id: str) -> set[str]:
     return set((info.state.subjects or {}).keys())
 
 
-def _valid_records(records: list[NodeRecord], node_file: Path, problems: list[Problem]) -> Iterator[NodeRecord]:
+def _valid_records(
+    records: list[NodeRecord], node_file: Path, problems: list[Problem]
+) -> Iterator[NodeRecord]:
     for r in records:
         try:
             ev.check_token(r.id, "node id")
@@ -113,9 +115,11 @@ async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | No
     ev.check_token(run.run_id, "run id")
     result = ImportResult(run.run_id, problems=run.problems)
     pub = _Publisher(bus, await existing_subjects(bus, run.run_id), result)
-    shape = _RunShape(t0=float(min((r.started_unix for r in run.rounds if r.started_unix), default=0)),
-                      model=next((r.summary.model for r in run.rounds if r.summary), ""),
-                      expansions=max((r.summary.expansions for r in run.rounds if r.summary), default=0))
+    shape = _RunShape(
+        t0=float(min((r.started_unix for r in run.rounds if r.started_unix), default=0)),
+        model=next((r.summary.model for r in run.rounds if r.summary), ""),
+        expansions=max((r.summary.expansions for r in run.rounds if r.summary), default=0),
+    )
     for rnd in run.rounds:
         result.nodes += await _import_round(run, rnd, shape, pub)
         size = rnd.node_file.stat().st_size if rnd.node_file else 0
@@ -126,13 +130,22 @@ async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | No
     for line in run.timing:
         await pub.add([step_event(run.run_id, line, seen[line.step], shape.t0)])
         seen[line.step] += 1
-    start = run_started(run.run_id, run.tasks, shape.last_round, shape.expansions, shape.group_size, shape.gate,
-                        bool(run.timing), shape.model)
+    start = run_started(
+        run.run_id,
+        run.tasks,
+        shape.last_round,
+        shape.expansions,
+        shape.group_size,
+        shape.gate,
+        bool(run.timing),
+        shape.model,
+    )
     # run.started goes last so a service that watches for new runs sees a complete history
     await pub.add([ev.make_event(run.run_id, PRODUCER, start, at=shape.t0)])
     complete = all(r.summary is not None for r in run.rounds if r.started_unix)
-    outcome = pb.RunCompleted(outcome="completed" if complete else "stopped",
-                              reason="imported from a seed-format archive")
+    outcome = pb.RunCompleted(
+        outcome="completed" if complete else "stopped", reason="imported from a seed-format archive"
+    )
     await pub.add([ev.make_event(run.run_id, PRODUCER, outcome, at=shape.t0)])
     await pub.flush()
     return result
@@ -140,20 +153,37 @@ async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | No
 
 def _round_started(rnd, model: str, expansions: int, group_size: int) -> pb.RoundStarted:
     s = rnd.summary
-    return pb.RoundStarted(task=rnd.task, round=rnd.round, policy_version=max(rnd.round - 1, 0),
-                           model=s.model if s else model, adapter_path=s.adapter_path if s else "",
-                           started_unix=rnd.started_unix or 0, expansions=s.expansions if s else expansions,
-                           group_size=group_size)
+    return pb.RoundStarted(
+        task=rnd.task,
+        round=rnd.round,
+        policy_version=max(rnd.round - 1, 0),
+        model=s.model if s else model,
+        adapter_path=s.adapter_path if s else "",
+        started_unix=rnd.started_unix or 0,
+        expansions=s.expansions if s else expansions,
+        group_size=group_size,
+    )
 
 
 def _round_completed(rnd) -> pb.RoundCompleted:
     s = rnd.summary
-    c = pb.RoundCompleted(task=rnd.task, round=rnd.round, model=s.model, adapter_path=s.adapter_path,
-                          nodes=s.nodes, valid=s.valid, expansions=s.expansions, phase=s.phase,
-                          best_node_id=s.best_node_id or "", rollout_file=s.rollout_file,
-                          workspace=s.workspace, gen_llm_seconds=s.gen_llm_seconds,
-                          gen_exec_seconds=s.gen_exec_seconds, completed_unix=rnd.completed_unix or 0,
-                          started_unix=rnd.started_unix or 0)
+    c = pb.RoundCompleted(
+        task=rnd.task,
+        round=rnd.round,
+        model=s.model,
+        adapter_path=s.adapter_path,
+        nodes=s.nodes,
+        valid=s.valid,
+        expansions=s.expansions,
+        phase=s.phase,
+        best_node_id=s.best_node_id or "",
+        rollout_file=s.rollout_file,
+        workspace=s.workspace,
+        gen_llm_seconds=s.gen_llm_seconds,
+        gen_exec_seconds=s.gen_exec_seconds,
+        completed_unix=rnd.completed_unix or 0,
+        started_unix=rnd.started_unix or 0,
+    )
     if s.best_test_metric is not None:
         c.best_test_metric = s.best_test_metric
     if s.honest_test_metric is not None:
@@ -161,7 +191,9 @@ def _round_completed(rnd) -> pb.RoundCompleted:
     return c
 
 
-async def import_root(bus, root: str | Path, on_bytes: Callable[[int], None] | None = None) -> list[ImportResult]:
+async def import_root(
+    bus, root: str | Path, on_bytes: Callable[[int], None] | None = None
+) -> list[ImportResult]:
     """Import every run under a seed-format data root (or the one run directory given)."""
     results = []
     for path in find_runs(root):

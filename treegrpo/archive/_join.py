@@ -31,7 +31,9 @@ class RoundFacts:
     started: pb.RoundStarted | None = None
     completed: pb.RoundCompleted | None = None
     imported: bool = False  # round.completed came from `archive import`: it carries the seed's summary
-    node_ids: list[str] = field(default_factory=list)  # node.graded order; export rewrites it in sampled order
+    node_ids: list[str] = field(
+        default_factory=list
+    )  # node.graded order; export rewrites it in sampled order
 
 
 @dataclass
@@ -108,12 +110,24 @@ def resources_dict(res: pb.Resources) -> dict[str, int | float]:
     return {k: int_if_integral(getattr(res, k)) for k in RESOURCE_KEYS if res.HasField(k)}
 
 
-def node_record(graded: pb.NodeGraded, executed: pb.NodeExecuted | None, reward: float | None,
-                gate: bool, sampled: pb.NodeSampled | None = None) -> NodeRecord:
+def node_record(
+    graded: pb.NodeGraded,
+    executed: pb.NodeExecuted | None,
+    reward: float | None,
+    gate: bool,
+    sampled: pb.NodeSampled | None = None,
+) -> NodeRecord:
     """One node's record. Without `sampled` the text fields stay empty (the report needs none of them)."""
     cls = GateNodeRecord if gate else NodeRecord
-    rec = cls(id=graded.node_id, step=graded.step, round=graded.round, exp_id=graded.task,
-              parent_id=_opt(graded, "parent_id"), sibling_group=graded.sibling_group, mode=graded.mode)
+    rec = cls(
+        id=graded.node_id,
+        step=graded.step,
+        round=graded.round,
+        exp_id=graded.task,
+        parent_id=_opt(graded, "parent_id"),
+        sibling_group=graded.sibling_group,
+        mode=graded.mode,
+    )
     if sampled is not None:
         rec.plan, rec.code = sampled.plan, sampled.code
         rec.raw_completion, rec.thinking = sampled.raw_completion, sampled.thinking

@@ -74,7 +74,9 @@ def read_run(path: str | Path) -> SeedRun:
     """The run's layout, summaries and timing (node files are read on demand by `read_nodes`)."""
     path = Path(path)
     run = SeedRun(path.name, path)
-    dirs = sorted((int(m.group(1)), c) for c in path.iterdir() if c.is_dir() and (m := ROUND_DIR.match(c.name)))
+    dirs = sorted(
+        (int(m.group(1)), c) for c in path.iterdir() if c.is_dir() and (m := ROUND_DIR.match(c.name))
+    )
     for n, d in dirs:
         run.rounds += _read_round_dir(n, d, run.problems)
     timing = path / "timing.jsonl"
@@ -86,10 +88,10 @@ def read_run(path: str | Path) -> SeedRun:
 def _read_round_dir(n: int, d: Path, problems: list[Problem]) -> list[SeedRound]:
     rounds: dict[str, SeedRound] = {}
     for f in sorted(d.iterdir()):
-        if (m := NODE_FILE.match(f.name)):
+        if m := NODE_FILE.match(f.name):
             r = rounds.setdefault(m["task"], SeedRound(m["task"], n))
             r.node_file, r.started_unix = f, int(m["ts"])
-        elif (m := SUMMARY_FILE.match(f.name)):
+        elif m := SUMMARY_FILE.match(f.name):
             r = rounds.setdefault(m["task"], SeedRound(m["task"], n))
             r.completed_unix = int(m["ts"])
             try:

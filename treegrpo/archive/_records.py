@@ -64,8 +64,10 @@ def _keys(d: Any, required: tuple[str, ...], what: str) -> None:
 
 
 def _messages(v: Any) -> list[ChatMessage]:
-    if not isinstance(v, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                                          and isinstance(m.get("content"), str) for m in v):
+    if not isinstance(v, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in v
+    ):
         raise RecordError("prompt_messages must be a list of {role, content} strings")
     return [ChatMessage(m["role"], m["content"]) for m in v]
 
@@ -103,16 +105,33 @@ def parse_node(d: Any) -> NodeRecord:
     if extra:
         raise RecordError(f"unknown key(s) {', '.join(sorted(extra))}")
     cls = GateNodeRecord if gate else NodeRecord
-    rec = cls(id=_str(d, "id"), step=_int(d, "step"), round=_int(d, "round"), exp_id=_str(d, "exp_id"),
-              parent_id=_str(d, "parent_id", True), sibling_group=_str(d, "sibling_group"), mode=_str(d, "mode"),
-              plan=_str(d, "plan"), code=_str(d, "code"), raw_completion=_str(d, "raw_completion"),
-              thinking=_str(d, "thinking"), prompt_messages=_messages(d["prompt_messages"]),
-              response_token_ids=_numbers(d["response_token_ids"], "response_token_ids", True),
-              response_logprobs=_numbers(d["response_logprobs"], "response_logprobs", False),
-              exc_type=_str(d, "exc_type", True), exec_time=_num(d, "exec_time"), term_tail=_str(d, "term_tail"),
-              is_buggy=_bool(d, "is_buggy"), status=_str(d, "status"), grade_error=_str(d, "grade_error", True),
-              test_metric=_num(d, "test_metric", True), oriented=_num(d, "oriented", True),
-              reward=_num(d, "reward", True), source=_str(d, "source", True), n_children=_int(d, "n_children"))
+    rec = cls(
+        id=_str(d, "id"),
+        step=_int(d, "step"),
+        round=_int(d, "round"),
+        exp_id=_str(d, "exp_id"),
+        parent_id=_str(d, "parent_id", True),
+        sibling_group=_str(d, "sibling_group"),
+        mode=_str(d, "mode"),
+        plan=_str(d, "plan"),
+        code=_str(d, "code"),
+        raw_completion=_str(d, "raw_completion"),
+        thinking=_str(d, "thinking"),
+        prompt_messages=_messages(d["prompt_messages"]),
+        response_token_ids=_numbers(d["response_token_ids"], "response_token_ids", True),
+        response_logprobs=_numbers(d["response_logprobs"], "response_logprobs", False),
+        exc_type=_str(d, "exc_type", True),
+        exec_time=_num(d, "exec_time"),
+        term_tail=_str(d, "term_tail"),
+        is_buggy=_bool(d, "is_buggy"),
+        status=_str(d, "status"),
+        grade_error=_str(d, "grade_error", True),
+        test_metric=_num(d, "test_metric", True),
+        oriented=_num(d, "oriented", True),
+        reward=_num(d, "reward", True),
+        source=_str(d, "source", True),
+        n_children=_int(d, "n_children"),
+    )
     if gate:
         _parse_gate(rec, d)
     return rec
@@ -132,13 +151,22 @@ def _parse_gate(rec: GateNodeRecord, d: dict) -> None:
 def parse_summary(d: Any) -> RoundSummary:
     _keys(d, SUMMARY_KEYS, "round summary")
     return RoundSummary(
-        exp_id=_str(d, "exp_id"), round=_int(d, "round"), model=_str(d, "model"),
-        adapter_path=_str(d, "adapter_path"), nodes=_int(d, "nodes"), valid=_int(d, "valid"),
-        expansions=_int(d, "expansions"), phase=_str(d, "phase"),
-        best_test_metric=_num(d, "best_test_metric", True), best_node_id=_str(d, "best_node_id", True),
-        honest_test_metric=_num(d, "honest_test_metric", True), rollout_file=_str(d, "rollout_file"),
-        workspace=_str(d, "workspace"), gen_llm_seconds=_num(d, "gen_llm_seconds"),
-        gen_exec_seconds=_num(d, "gen_exec_seconds"))
+        exp_id=_str(d, "exp_id"),
+        round=_int(d, "round"),
+        model=_str(d, "model"),
+        adapter_path=_str(d, "adapter_path"),
+        nodes=_int(d, "nodes"),
+        valid=_int(d, "valid"),
+        expansions=_int(d, "expansions"),
+        phase=_str(d, "phase"),
+        best_test_metric=_num(d, "best_test_metric", True),
+        best_node_id=_str(d, "best_node_id", True),
+        honest_test_metric=_num(d, "honest_test_metric", True),
+        rollout_file=_str(d, "rollout_file"),
+        workspace=_str(d, "workspace"),
+        gen_llm_seconds=_num(d, "gen_llm_seconds"),
+        gen_exec_seconds=_num(d, "gen_exec_seconds"),
+    )
 
 
 def parse_timing(d: Any) -> TimingLine:
@@ -146,5 +174,6 @@ def parse_timing(d: Any) -> TimingLine:
     phases = _num_map(d["phases_s"], "phases_s", PHASES)
     if phases is None:
         raise RecordError("phases_s must be an object")
-    return TimingLine(step=_int(d, "step"), total_s=_num(d, "total_s"),
-                      phases_s={k: float(v) for k, v in phases.items()})
+    return TimingLine(
+        step=_int(d, "step"), total_s=_num(d, "total_s"), phases_s={k: float(v) for k, v in phases.items()}
+    )

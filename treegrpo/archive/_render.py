@@ -44,8 +44,10 @@ def _num(value: float | None) -> str:
 
 def render_tree(records: Sequence[NodeRecord]) -> str:
     """`[id] mode status test=value sib_grp=id`, two spaces of indent per expansion depth."""
-    lines = [f"{'  ' * d}[{r.id}] {r.mode} {r.status} test={_num(r.test_metric)} sib_grp={r.sibling_group}"
-             for d, r in walk(records)]
+    lines = [
+        f"{'  ' * d}[{r.id}] {r.mode} {r.status} test={_num(r.test_metric)} sib_grp={r.sibling_group}"
+        for d, r in walk(records)
+    ]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -70,20 +72,36 @@ def _block(title: str, text: str, lang: str = "") -> list[str]:
 
 
 def render_transcript(task: str, round_: int, records: Sequence[NodeRecord]) -> str:
-    valid = sorted((r.oriented for r in records if r.status == Status.OK and r.oriented is not None),
-                   reverse=True)
-    out = [f"# {task} · round {round_}", "",
-           f"nodes: {len(records)} · valid: {sum(r.status == 'ok' for r in records)}", "",
-           "valid oriented scores (higher is better): " + (", ".join(f"{v:.5f}" for v in valid) or "none"),
-           "", "## Tree", "", "```"]
+    valid = sorted(
+        (r.oriented for r in records if r.status == Status.OK and r.oriented is not None), reverse=True
+    )
+    out = [
+        f"# {task} · round {round_}",
+        "",
+        f"nodes: {len(records)} · valid: {sum(r.status == 'ok' for r in records)}",
+        "",
+        "valid oriented scores (higher is better): " + (", ".join(f"{v:.5f}" for v in valid) or "none"),
+        "",
+        "## Tree",
+        "",
+        "```",
+    ]
     order = list(walk(records))
     out += [_tree_line(d, r) for d, r in order]
     out += ["```", "", "## Nodes", ""]
     for _, r in order:
         parent = r.parent_id[:SHORT_ID] if r.parent_id else "none"
-        out += [f"### {r.id[:SHORT_ID]} · {r.mode} · {r.status}", "",
-                f"id `{r.id}` · parent `{parent}` · group `{r.sibling_group}` · step {r.step} · "
-                f"exec {r.exec_time:.1f}s · test_metric {_num(r.test_metric)}"
-                + (f" · grade_error: {r.grade_error}" if r.grade_error else ""), ""]
-        out += _block("plan", r.plan) + _block("code", r.code, "python") + _block("output tail", r.term_tail, "text")
+        out += [
+            f"### {r.id[:SHORT_ID]} · {r.mode} · {r.status}",
+            "",
+            f"id `{r.id}` · parent `{parent}` · group `{r.sibling_group}` · step {r.step} · "
+            f"exec {r.exec_time:.1f}s · test_metric {_num(r.test_metric)}"
+            + (f" · grade_error: {r.grade_error}" if r.grade_error else ""),
+            "",
+        ]
+        out += (
+            _block("plan", r.plan)
+            + _block("code", r.code, "python")
+            + _block("output tail", r.term_tail, "text")
+        )
     return "\n".join(out) + "\n"

@@ -75,7 +75,7 @@ class GateNodeRecord(NodeRecord):
 
 NODE_KEYS = tuple(f.name for f in fields(NodeRecord))
 GATE_NODE_KEYS = tuple(f.name for f in fields(GateNodeRecord))
-GATE_KEYS = GATE_NODE_KEYS[len(NODE_KEYS):]
+GATE_KEYS = GATE_NODE_KEYS[len(NODE_KEYS) :]
 assert len(NODE_KEYS) == 25 and len(GATE_NODE_KEYS) == 32
 
 

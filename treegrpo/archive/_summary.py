@@ -49,17 +49,27 @@ def _spec_value(started: pb.RunStarted | None, key: str):
 def seed_summary(c: pb.RoundCompleted) -> RoundSummary:
     """An imported round's summary, as the seed wrote it."""
     return RoundSummary(
-        exp_id=c.task, round=c.round, model=c.model, adapter_path=c.adapter_path, nodes=c.nodes,
-        valid=c.valid, expansions=c.expansions, phase=c.phase,
+        exp_id=c.task,
+        round=c.round,
+        model=c.model,
+        adapter_path=c.adapter_path,
+        nodes=c.nodes,
+        valid=c.valid,
+        expansions=c.expansions,
+        phase=c.phase,
         best_test_metric=c.best_test_metric if c.HasField("best_test_metric") else None,
         best_node_id=c.best_node_id or None,
         honest_test_metric=c.honest_test_metric if c.HasField("honest_test_metric") else None,
-        rollout_file=c.rollout_file, workspace=c.workspace, gen_llm_seconds=c.gen_llm_seconds,
-        gen_exec_seconds=c.gen_exec_seconds)
+        rollout_file=c.rollout_file,
+        workspace=c.workspace,
+        gen_llm_seconds=c.gen_llm_seconds,
+        gen_exec_seconds=c.gen_exec_seconds,
+    )
 
 
-def round_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord],
-                  sampled: Mapping[str, SampledFacts]) -> RoundSummary | None:
+def round_summary(
+    facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord], sampled: Mapping[str, SampledFacts]
+) -> RoundSummary | None:
     """The round's summary: none before `round.completed`, the seed's own for an imported round,
     else derived from the round's facts (`derive_summary`)."""
     if rf.completed is None:
@@ -69,8 +79,9 @@ def round_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord]
     return derive_summary(facts, rf, records, sampled)
 
 
-def derive_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord],
-                   sampled: Mapping[str, SampledFacts]) -> RoundSummary:
+def derive_summary(
+    facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord], sampled: Mapping[str, SampledFacts]
+) -> RoundSummary:
     """A live round's summary from its node records (its graded facts) and their `node.sampled` facts;
     `sampled` may lack a node whose `node.sampled` never came (it adds no generation time)."""
     late = len(records)  # a node with no sampled fact sorts after its group's sampled ones
@@ -82,8 +93,12 @@ def derive_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord
     ordered = sorted(records, key=order)
     best: NodeRecord | None = None
     for r in ordered:
-        if r.status == "ok" and r.oriented is not None and r.test_metric is not None \
-                and (best is None or r.oriented > best.oriented):
+        if (
+            r.status == "ok"
+            and r.oriented is not None
+            and r.test_metric is not None
+            and (best is None or r.oriented > best.oriented)
+        ):
             best = r
     st = rf.started
     if st is not None:
@@ -92,11 +107,19 @@ def derive_summary(facts: RunFacts, rf: RoundFacts, records: Sequence[NodeRecord
         model = next((sampled[r.id].model for r in ordered if r.id in sampled), "")
         expansions = (_spec_value(facts.started, "tree") or {}).get("expansions", 0)
     return RoundSummary(
-        exp_id=rf.task, round=rf.round, model=model, adapter_path=st.adapter_path if st is not None else "",
-        nodes=len(records), valid=sum(r.status == "ok" for r in records), expansions=expansions,
+        exp_id=rf.task,
+        round=rf.round,
+        model=model,
+        adapter_path=st.adapter_path if st is not None else "",
+        nodes=len(records),
+        valid=sum(r.status == "ok" for r in records),
+        expansions=expansions,
         phase=_spec_value(facts.started, "phase") or DEFAULT_PHASE,
-        best_test_metric=best.test_metric if best else None, best_node_id=best.id if best else None,
-        honest_test_metric=None, rollout_file=f"round_{rf.round}/{rf.task}__{facts.started_unix(rf)}.jsonl",
+        best_test_metric=best.test_metric if best else None,
+        best_node_id=best.id if best else None,
+        honest_test_metric=None,
+        rollout_file=f"round_{rf.round}/{rf.task}__{facts.started_unix(rf)}.jsonl",
         workspace=f"{facts.run_id}/round_{rf.round}/{rf.task}",
         gen_llm_seconds=sum(sampled[r.id].gen_seconds for r in ordered if r.id in sampled),
-        gen_exec_seconds=sum(r.exec_time for r in ordered))
+        gen_exec_seconds=sum(r.exec_time for r in ordered),
+    )

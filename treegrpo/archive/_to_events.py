@@ -28,13 +28,30 @@ from treegrpo.v1 import events_pb2 as pb
 PRODUCER = ev.IMPORTED_PRODUCER  # services tell imported history from live work by this producer
 
 
-def run_started(run_id: str, tasks: list[str], rounds: int, expansions: int, group_size: int,
-                gate: bool, train: bool, model: str) -> pb.RunStarted:
-    tree = TreeSettings.model_construct(expansions=expansions, group_size=group_size, drafts=2, parent_temperature=1.0)
-    spec = RunSpec.model_construct(run_id=run_id, tasks=tasks, rounds=rounds, tree=tree, train=train,
-                                   resource_gate=gate, model=model)
-    return pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=tasks, rounds=rounds, train=train,
-                         max_staleness=0, resource_gate=gate)
+def run_started(
+    run_id: str,
+    tasks: list[str],
+    rounds: int,
+    expansions: int,
+    group_size: int,
+    gate: bool,
+    train: bool,
+    model: str,
+) -> pb.RunStarted:
+    tree = TreeSettings.model_construct(
+        expansions=expansions, group_size=group_size, drafts=2, parent_temperature=1.0
+    )
+    spec = RunSpec.model_construct(
+        run_id=run_id, tasks=tasks, rounds=rounds, tree=tree, train=train, resource_gate=gate, model=model
+    )
+    return pb.RunStarted(
+        run_spec_json=spec.model_dump_json(),
+        tasks=tasks,
+        rounds=rounds,
+        train=train,
+        max_staleness=0,
+        resource_gate=gate,
+    )
 
 
 def _set_opt(msg, name: str, value) -> None:
@@ -42,29 +59,61 @@ def _set_opt(msg, name: str, value) -> None:
         setattr(msg, name, value)
 
 
-def node_events(run_id: str, rec: NodeRecord, group_size: int, index: int, model: str,
-                at: float) -> list[pb.Event]:
-    s = pb.NodeSampled(node_id=rec.id, task=rec.exp_id, round=rec.round, step=rec.step,
-                       sibling_group=rec.sibling_group, mode=rec.mode, group_size=group_size,
-                       index_in_group=index, raw_completion=rec.raw_completion, thinking=rec.thinking,
-                       plan=rec.plan, code=rec.code, policy_version=max(rec.round - 1, 0),
-                       sampler_id=PRODUCER, model=model)
+def node_events(
+    run_id: str, rec: NodeRecord, group_size: int, index: int, model: str, at: float
+) -> list[pb.Event]:
+    s = pb.NodeSampled(
+        node_id=rec.id,
+        task=rec.exp_id,
+        round=rec.round,
+        step=rec.step,
+        sibling_group=rec.sibling_group,
+        mode=rec.mode,
+        group_size=group_size,
+        index_in_group=index,
+        raw_completion=rec.raw_completion,
+        thinking=rec.thinking,
+        plan=rec.plan,
+        code=rec.code,
+        policy_version=max(rec.round - 1, 0),
+        sampler_id=PRODUCER,
+        model=model,
+    )
     _set_opt(s, "parent_id", rec.parent_id)
     s.prompt_messages.extend(pb.ChatMessage(role=m.role, content=m.content) for m in rec.prompt_messages)
     s.response_token_ids.extend(rec.response_token_ids)
     s.response_logprobs.extend(rec.response_logprobs)
     # the executor's own status: an invalid submission still ran and wrote a file
     ran = Status.OK if rec.status == Status.INVALID_SUBMISSION else rec.status
-    x = pb.NodeExecuted(node_id=rec.id, task=rec.exp_id, round=rec.round, step=rec.step,
-                        sibling_group=rec.sibling_group, group_size=group_size, mode=rec.mode, status=ran,
-                        exec_time=rec.exec_time, term_tail=rec.term_tail)
+    x = pb.NodeExecuted(
+        node_id=rec.id,
+        task=rec.exp_id,
+        round=rec.round,
+        step=rec.step,
+        sibling_group=rec.sibling_group,
+        group_size=group_size,
+        mode=rec.mode,
+        status=ran,
+        exec_time=rec.exec_time,
+        term_tail=rec.term_tail,
+    )
     _set_opt(x, "parent_id", rec.parent_id)
     _set_opt(x, "exc_type", rec.exc_type)
     if isinstance(rec, GateNodeRecord):
         _fill_gate(x, rec)
-    g = pb.NodeGraded(node_id=rec.id, task=rec.exp_id, round=rec.round, step=rec.step,
-                      sibling_group=rec.sibling_group, group_size=group_size, status=rec.status,
-                      is_buggy=rec.is_buggy, source=rec.source or "", exec_time=rec.exec_time, mode=rec.mode)
+    g = pb.NodeGraded(
+        node_id=rec.id,
+        task=rec.exp_id,
+        round=rec.round,
+        step=rec.step,
+        sibling_group=rec.sibling_group,
+        group_size=group_size,
+        status=rec.status,
+        is_buggy=rec.is_buggy,
+        source=rec.source or "",
+        exec_time=rec.exec_time,
+        mode=rec.mode,
+    )
     for name in ("test_metric", "oriented", "grade_error", "parent_id"):
         _set_opt(g, name, getattr(rec, name))
     return [ev.make_event(run_id, PRODUCER, body, at=at) for body in (s, x, g)]
@@ -86,15 +135,22 @@ def _fill_gate(x: pb.NodeExecuted, rec: GateNodeRecord) -> None:
     _set_opt(x, "gpu_util", rec.gpu_util)
 
 
-def group_events(run_id: str, records: Sequence[NodeRecord], group_size: int, at: float) -> Iterator[pb.Event]:
+def group_events(
+    run_id: str, records: Sequence[NodeRecord], group_size: int, at: float
+) -> Iterator[pb.Event]:
     """One `group.scored` per sibling group, members in record order; nodes with no reward are left out."""
     groups: dict[str, list[NodeRecord]] = {}
     for r in records:
         groups.setdefault(r.sibling_group, []).append(r)
     for gid, members in groups.items():
         first = members[0]
-        body = pb.GroupScored(sibling_group=gid, task=first.exp_id, round=first.round, step=first.step,
-                              partial=len(members) < group_size)
+        body = pb.GroupScored(
+            sibling_group=gid,
+            task=first.exp_id,
+            round=first.round,
+            step=first.step,
+            partial=len(members) < group_size,
+        )
         for m in members:
             if m.reward is None:
                 continue

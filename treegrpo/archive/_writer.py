@@ -36,8 +36,9 @@ class ExportResult:
 
 
 def _light(rec: NodeRecord) -> NodeRecord:
-    return dataclasses.replace(rec, prompt_messages=[], response_token_ids=[], response_logprobs=[],
-                               raw_completion="", thinking="")
+    return dataclasses.replace(
+        rec, prompt_messages=[], response_token_ids=[], response_logprobs=[], raw_completion="", thinking=""
+    )
 
 
 @dataclass
@@ -90,7 +91,9 @@ class RunWriter:
     def _write(self, graded: pb.NodeGraded, sampled: pb.NodeSampled | None) -> None:
         nid = graded.node_id
         key = (graded.task, graded.round)
-        rec = node_record(graded, self.facts.executed.get(nid), self.facts.rewards.get(nid), self.gate, sampled)
+        rec = node_record(
+            graded, self.facts.executed.get(nid), self.facts.rewards.get(nid), self.gate, sampled
+        )
         op = self._open_round(key)
         line = node_json(rec)
         op.handle.write(line)
@@ -111,8 +114,10 @@ class RunWriter:
         d = self._round_dir(rf.round)
         if recs:
             self._put(d / f"{rf.task}__{op.started_unix}__tree.txt", render_tree(recs).encode())
-            self._put(d / f"{rf.task}__{op.started_unix}__transcript.md",
-                      render_transcript(rf.task, rf.round, recs).encode())
+            self._put(
+                d / f"{rf.task}__{op.started_unix}__transcript.md",
+                render_transcript(rf.task, rf.round, recs).encode(),
+            )
         summary = round_summary(self.facts, rf, recs, op.sampled)
         if summary is not None:
             self._put(d / f"{rf.task}__summary_{rf.completed.completed_unix}.json", summary_json(summary))

@@ -15,11 +15,15 @@ from treegrpo.archive._export import ArchiveInvariantError, export_runs
 from treegrpo.archive._import import import_root
 from treegrpo.archive._read import find_runs
 
-app = typer.Typer(help="Export runs as the seed's data root, or import a seed-format root into the log.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Export runs as the seed's data root, or import a seed-format root into the log.",
+    no_args_is_help=True,
+)
 console = Console(stderr=True)
 
-NatsOpt = Annotated[str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")]
+NatsOpt = Annotated[
+    str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")
+]
 
 
 async def _connect(url: str):
@@ -32,18 +36,26 @@ async def _connect(url: str):
 
 
 @app.command("export")
-def export_cmd(runs: Annotated[list[str], typer.Argument(help="Run ids; none means every run on the bus")] = None,
-               out: Annotated[Path, typer.Option("--out", "-o", help="Data root to write <run_id>/ into")] = Path("archive"),
-               strict: Annotated[bool, typer.Option(help="Fail when a seed invariant does not hold")] = True,
-               nats: NatsOpt = "") -> None:
+def export_cmd(
+    runs: Annotated[list[str], typer.Argument(help="Run ids; none means every run on the bus")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Data root to write <run_id>/ into")] = Path(
+        "archive"
+    ),
+    strict: Annotated[bool, typer.Option(help="Fail when a seed invariant does not hold")] = True,
+    nats: NatsOpt = "",
+) -> None:
     """Write each run as <out>/<run_id>/round_N/ (node records, summary, tree, transcript) + timing.jsonl."""
 
     async def go():
         bus = await _connect(nats)
         try:
             ids = runs or await bus.run_ids()
-            with Progress(TextColumn("export {task.description}"), TextColumn("{task.completed} nodes"),
-                          TimeElapsedColumn(), console=console) as bar:
+            with Progress(
+                TextColumn("export {task.description}"),
+                TextColumn("{task.completed} nodes"),
+                TimeElapsedColumn(),
+                console=console,
+            ) as bar:
                 task = bar.add_task(", ".join(ids))
                 return await export_runs(bus, ids, out, strict=strict, on_node=lambda _: bar.advance(task))
         finally:
@@ -58,14 +70,18 @@ def export_cmd(runs: Annotated[list[str], typer.Argument(help="Run ids; none mea
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
     for r in results:
-        console.print(f"{r.run_id}: {r.rounds} rounds, {r.nodes} nodes, {r.bytes / 1e6:.1f} MB → {r.path}"
-                      + (f" ({r.ungraded_skipped} ungraded nodes left out)" if r.ungraded_skipped else "")
-                      + (f" [yellow]{len(r.violations)} invariant warning(s)[/yellow]" if r.violations else ""))
+        console.print(
+            f"{r.run_id}: {r.rounds} rounds, {r.nodes} nodes, {r.bytes / 1e6:.1f} MB → {r.path}"
+            + (f" ({r.ungraded_skipped} ungraded nodes left out)" if r.ungraded_skipped else "")
+            + (f" [yellow]{len(r.violations)} invariant warning(s)[/yellow]" if r.violations else "")
+        )
 
 
 @app.command("import")
-def import_cmd(root: Annotated[Path, typer.Argument(help="A seed-format data root, or one run directory")],
-               nats: NatsOpt = "") -> None:
+def import_cmd(
+    root: Annotated[Path, typer.Argument(help="A seed-format data root, or one run directory")],
+    nats: NatsOpt = "",
+) -> None:
     """Append a seed-format root to the log as events (idempotent: re-importing adds nothing)."""
     logging.getLogger("treegrpo.archive").setLevel(logging.ERROR)  # problems are printed below instead
     try:
@@ -77,8 +93,9 @@ def import_cmd(root: Annotated[Path, typer.Argument(help="A seed-format data roo
     async def go():
         bus = await _connect(nats)
         try:
-            with Progress(TextColumn("import"), BarColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
-                          console=console) as bar:
+            with Progress(
+                TextColumn("import"), BarColumn(), TransferSpeedColumn(), TimeElapsedColumn(), console=console
+            ) as bar:
                 task = bar.add_task("import", total=total)
                 return await import_root(bus, root, on_bytes=lambda n: bar.advance(task, n))
         finally:
@@ -90,6 +107,8 @@ def import_cmd(root: Annotated[Path, typer.Argument(help="A seed-format data roo
         for p in r.problems:
             console.print(f"[yellow]{p}[/yellow]")
         bad += len(r.problems)
-        console.print(f"{r.run_id}: {r.nodes} nodes, {r.events} events published, {r.existing} already present")
+        console.print(
+            f"{r.run_id}: {r.nodes} nodes, {r.events} events published, {r.existing} already present"
+        )
     if bad:
         console.print(f"[yellow]{bad} problem(s) reported above; those lines were skipped[/yellow]")

@@ -13,6 +13,20 @@ from treegrpo.bus._client import (
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
 from treegrpo.bus._errors import BusUnavailable, PermanentError, TransientError
 
-__all__ = ["ADAPTERS", "DLQ_ROOT", "DLQ_STREAM", "STREAM", "SUBMISSIONS", "Bus", "BusUnavailable",
-           "Consumer", "ConsumerOptions", "Delivery", "Handler", "PermanentError", "RunEnds", "TransientError",
-           "file_sha256"]
+__all__ = [
+    "ADAPTERS",
+    "DLQ_ROOT",
+    "DLQ_STREAM",
+    "STREAM",
+    "SUBMISSIONS",
+    "Bus",
+    "BusUnavailable",
+    "Consumer",
+    "ConsumerOptions",
+    "Delivery",
+    "Handler",
+    "PermanentError",
+    "RunEnds",
+    "TransientError",
+    "file_sha256",
+]

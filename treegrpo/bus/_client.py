@@ -37,7 +37,7 @@ class RunEnds:
 
     started: bool
     completed: bool
-    ended: int    # run.ended facts (one per attempt that ended)
+    ended: int  # run.ended facts (one per attempt that ended)
     resumed: int  # run.resumed facts
 
     @property
@@ -77,13 +77,25 @@ class Bus:
         while nc is None:  # retry the first connect until our own deadline (a server may be starting)
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
-                raise BusUnavailable(f"could not reach NATS at {url} within {timeout_s:.1f}s "
-                                     f"({type(last).__name__}: {last})")
+                raise BusUnavailable(
+                    f"could not reach NATS at {url} within {timeout_s:.1f}s ({type(last).__name__}: {last})"
+                )
             try:
-                nc = await asyncio.wait_for(nats.connect(
-                    url, name=producer, connect_timeout=max(0.2, min(2.0, left)), allow_reconnect=True,
-                    max_reconnect_attempts=-1, reconnect_time_wait=0.5, reconnected_cb=on_reconnect,
-                    error_cb=on_error, max_outstanding_pings=3, ping_interval=5), left)
+                nc = await asyncio.wait_for(
+                    nats.connect(
+                        url,
+                        name=producer,
+                        connect_timeout=max(0.2, min(2.0, left)),
+                        allow_reconnect=True,
+                        max_reconnect_attempts=-1,
+                        reconnect_time_wait=0.5,
+                        reconnected_cb=on_reconnect,
+                        error_cb=on_error,
+                        max_outstanding_pings=3,
+                        ping_interval=5,
+                    ),
+                    left,
+                )
             except (TimeoutError, OSError, nats.errors.Error) as exc:
                 last = exc
                 await asyncio.sleep(min(0.25, max(0.0, deadline - asyncio.get_running_loop().time())))
@@ -99,39 +111,56 @@ class Bus:
             try:
                 await self.js.object_store(bucket)
             except NotFoundError:
-                await self.js.create_object_store(bucket, config=api.ObjectStoreConfig(
-                    bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas))
+                await self.js.create_object_store(
+                    bucket,
+                    config=api.ObjectStoreConfig(
+                        bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas
+                    ),
+                )
 
     async def _ensure_stream(self, name: str, subjects: list[str]) -> None:
-        cfg = api.StreamConfig(name=name, subjects=subjects, storage=api.StorageType.FILE,
-                               retention=api.RetentionPolicy.LIMITS, num_replicas=self.replicas,
-                               duplicate_window=DUPLICATE_WINDOW_S, allow_direct=True)
+        cfg = api.StreamConfig(
+            name=name,
+            subjects=subjects,
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.LIMITS,
+            num_replicas=self.replicas,
+            duplicate_window=DUPLICATE_WINDOW_S,
+            allow_direct=True,
+        )
         try:
             info = await self.js.stream_info(name)
         except NotFoundError:
             await self.js.add_stream(cfg)
             return
         if sorted(info.config.subjects or []) != sorted(subjects):
-            raise RuntimeError(f"stream {name} exists with subjects {info.config.subjects}, expected {subjects}")
+            raise RuntimeError(
+                f"stream {name} exists with subjects {info.config.subjects}, expected {subjects}"
+            )
 
     # ---- publishing -------------------------------------------------------------------------
     def headers_for(self, event: pb.Event) -> dict[str, str]:
         """The dedup id, and trace context that every event carries: built here, on the one path
         all publishing takes, so no call site can leave it out."""
         event_id = event.envelope.event_id
-        return {"Nats-Msg-Id": event_id,
-                **event_trace_headers(event_id, ev_mod.kind_of(event), ev_mod.subject_of(event))}
+        return {
+            "Nats-Msg-Id": event_id,
+            **event_trace_headers(event_id, ev_mod.kind_of(event), ev_mod.subject_of(event)),
+        }
 
     async def publish(self, event: pb.Event) -> int:
         """Publish and wait for the stream's ack; returns the stream sequence (of the original on a duplicate)."""
-        ack = await self.js.publish(ev_mod.subject_of(event), ev_mod.encode(event),
-                                    headers=self.headers_for(event))
+        ack = await self.js.publish(
+            ev_mod.subject_of(event), ev_mod.encode(event), headers=self.headers_for(event)
+        )
         return ack.seq
 
     async def publish_many(self, events: Iterable[pb.Event]) -> list[int]:
         """Pipelined publish (one round trip for the batch, not one per event)."""
-        futures = [await self.js.publish_async(ev_mod.subject_of(e), ev_mod.encode(e), headers=self.headers_for(e))
-                   for e in events]
+        futures = [
+            await self.js.publish_async(ev_mod.subject_of(e), ev_mod.encode(e), headers=self.headers_for(e))
+            for e in events
+        ]
         acks = await asyncio.gather(*futures)
         return [a.seq for a in acks]
 
@@ -173,15 +202,24 @@ class Bus:
             return None
         return ev_mod.decode(raw.data)
 
-    async def replay(self, run_id: str, kinds: Iterable[str] | None = None,
-                     batch: int = 512) -> AsyncIterator[tuple[int, pb.Event]]:
+    async def replay(
+        self, run_id: str, kinds: Iterable[str] | None = None, batch: int = 512
+    ) -> AsyncIterator[tuple[int, pb.Event]]:
         """Every event of a run (optionally of some kinds), in stream order, up to the current end.
 
         Undecodable payloads are skipped here (the live consumers dead-letter them)."""
-        filters = [ev_mod.subject_filter(k, run_id) for k in kinds] if kinds else [f"{ev_mod.SUBJECT_ROOT}.{run_id}.>"]
-        cfg = api.ConsumerConfig(filter_subjects=filters, ack_policy=api.AckPolicy.NONE,
-                                 deliver_policy=api.DeliverPolicy.ALL, inactive_threshold=60.0,
-                                 max_ack_pending=-1)
+        filters = (
+            [ev_mod.subject_filter(k, run_id) for k in kinds]
+            if kinds
+            else [f"{ev_mod.SUBJECT_ROOT}.{run_id}.>"]
+        )
+        cfg = api.ConsumerConfig(
+            filter_subjects=filters,
+            ack_policy=api.AckPolicy.NONE,
+            deliver_policy=api.DeliverPolicy.ALL,
+            inactive_threshold=60.0,
+            max_ack_pending=-1,
+        )
         sub = await self.js.pull_subscribe(filters[0], durable=None, stream=STREAM, config=cfg)
         try:
             remaining = (await sub.consumer_info()).num_pending
@@ -219,8 +257,11 @@ class Bus:
         """Publish the first fact of a subject, atomically: False (nothing written) when one is
         already there. Two runners that chose one run id cannot both start it."""
         try:
-            ack = await self.js.publish(ev_mod.subject_of(event), ev_mod.encode(event),
-                                        headers={**self.headers_for(event), "Nats-Expected-Last-Subject-Sequence": "0"})
+            ack = await self.js.publish(
+                ev_mod.subject_of(event),
+                ev_mod.encode(event),
+                headers={**self.headers_for(event), "Nats-Expected-Last-Subject-Sequence": "0"},
+            )
         except APIError as exc:  # 10071 wrong last sequence: the subject holds a message already
             if exc.err_code == 10071:
                 return False
@@ -231,8 +272,12 @@ class Bus:
         """How the run's attempts ended so far, from the subjects alone (one request)."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
         kinds = [".".join(s.split(".")[2:4]) for s in (info.state.subjects or {})]
-        return RunEnds(started=Kind.RUN_STARTED in kinds, completed=Kind.RUN_COMPLETED in kinds,
-                       ended=kinds.count(Kind.RUN_ENDED), resumed=kinds.count(Kind.RUN_RESUMED))
+        return RunEnds(
+            started=Kind.RUN_STARTED in kinds,
+            completed=Kind.RUN_COMPLETED in kinds,
+            ended=kinds.count(Kind.RUN_ENDED),
+            resumed=kinds.count(Kind.RUN_RESUMED),
+        )
 
     async def close(self, drain_timeout_s: float = 10.0) -> None:
         if self.nc.is_closed:

@@ -43,22 +43,31 @@ Handler = Callable[[pb.Event, Delivery], Awaitable[None]]
 
 @dataclass
 class ConsumerOptions:
-    max_inflight: int = 1          # handlers running at once
-    ack_wait_s: float = 30.0       # redelivery after this long without ack or heartbeat
-    max_deliver: int = 10          # then dead-letter
-    fetch_timeout_s: float = 1.0   # the loop's one bounded await
-    backoff_s: float = 0.5         # first nak delay for unexpected errors, doubled per delivery
+    max_inflight: int = 1  # handlers running at once
+    ack_wait_s: float = 30.0  # redelivery after this long without ack or heartbeat
+    max_deliver: int = 10  # then dead-letter
+    fetch_timeout_s: float = 1.0  # the loop's one bounded await
+    backoff_s: float = 0.5  # first nak delay for unexpected errors, doubled per delivery
     backoff_max_s: float = 30.0
 
 
 class Consumer:
-    def __init__(self, bus: Bus, durable: str, filters: list[str], handler: Handler,
-                 options: ConsumerOptions | None = None, tracer: trace.Tracer | None = None):
+    def __init__(
+        self,
+        bus: Bus,
+        durable: str,
+        filters: list[str],
+        handler: Handler,
+        options: ConsumerOptions | None = None,
+        tracer: trace.Tracer | None = None,
+    ):
         self.bus, self.durable, self.filters, self.handler = bus, durable, filters, handler
         self.opt = options or ConsumerOptions()
         self.tracer = tracer or trace.get_tracer("treegrpo.bus")
         # no tracer given and no SDK provider installed: skip span bookkeeping on the hot path
-        self._traced = tracer is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        self._traced = tracer is not None or not isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider
+        )
         self._sub = None
         self._bound_at = -1
         self._inflight: set[asyncio.Task] = set()  # the worker tasks
@@ -68,16 +77,22 @@ class Consumer:
         self._working: dict[int, tuple[float, object]] = {}  # id(msg) -> (start, msg), for heartbeats
         self.processed = 0
         self.dead_lettered = 0
-        self.errors = 0            # handler failures (retried or dead-lettered): the heartbeat shows them
+        self.errors = 0  # handler failures (retried or dead-lettered): the heartbeat shows them
         self.last_error = ""
         self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
 
     async def _bind(self) -> None:
         cfg = api.ConsumerConfig(
-            durable_name=self.durable, name=self.durable, filter_subjects=self.filters,
-            ack_policy=api.AckPolicy.EXPLICIT, deliver_policy=api.DeliverPolicy.ALL,
-            ack_wait=self.opt.ack_wait_s, max_deliver=-1, max_ack_pending=max(1000, 4 * self.opt.max_inflight),
-            num_replicas=self.bus.replicas if self.bus.replicas > 1 else None)
+            durable_name=self.durable,
+            name=self.durable,
+            filter_subjects=self.filters,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            deliver_policy=api.DeliverPolicy.ALL,
+            ack_wait=self.opt.ack_wait_s,
+            max_deliver=-1,
+            max_ack_pending=max(1000, 4 * self.opt.max_inflight),
+            num_replicas=self.bus.replicas if self.bus.replicas > 1 else None,
+        )
         # add_consumer is create-or-update, so a changed filter list takes effect on restart
         await self.bus.js.add_consumer(STREAM, cfg)
         if self._sub is not None:
@@ -140,7 +155,9 @@ class Consumer:
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 failures += 1
                 delay = min(5.0, 0.2 * 2 ** min(failures, 5))
-                log.warning("%s: bus error %s: %s; re-binding in %.1fs", self.durable, type(exc).__name__, exc, delay)
+                log.warning(
+                    "%s: bus error %s: %s; re-binding in %.1fs", self.durable, type(exc).__name__, exc, delay
+                )
                 self._sub = None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
@@ -185,15 +202,20 @@ class Consumer:
         expected = ev_mod.subject_of(event)
         if msg.subject != expected:
             # NATS permissions constrain subjects, not bodies: a fact must sit on its own subject
-            await self._dead_letter(msg, delivery, f"subject {msg.subject} does not match its body ({expected})",
-                                    run_id=_run_of(msg.subject))
+            await self._dead_letter(
+                msg,
+                delivery,
+                f"subject {msg.subject} does not match its body ({expected})",
+                run_id=_run_of(msg.subject),
+            )
             return
         if not self._traced:
             await self._handle(msg, event, delivery, None)
             return
         ctx = context_from_headers(msg.headers) if msg.headers and "traceparent" in msg.headers else None
-        with self.tracer.start_as_current_span(f"{self.durable} {kind}", context=ctx,
-                                               kind=trace.SpanKind.CONSUMER) as span:
+        with self.tracer.start_as_current_span(
+            f"{self.durable} {kind}", context=ctx, kind=trace.SpanKind.CONSUMER
+        ) as span:
             span.set_attribute("treegrpo.event_id", event.envelope.event_id)
             span.set_attribute("treegrpo.run_id", event.envelope.run_id)
             await self._handle(msg, event, delivery, span)
@@ -231,8 +253,12 @@ class Consumer:
         self.errors += 1
         self.last_error = reason[:300]
         if delivery.num_delivered >= self.opt.max_deliver:
-            await self._dead_letter(msg, delivery, f"gave up after {delivery.num_delivered} deliveries: {reason}",
-                                    run_id=event.envelope.run_id)
+            await self._dead_letter(
+                msg,
+                delivery,
+                f"gave up after {delivery.num_delivered} deliveries: {reason}",
+                run_id=event.envelope.run_id,
+            )
         else:
             await msg.nak(delay=delay)
 
@@ -250,8 +276,13 @@ class Consumer:
                         await msg.in_progress()
 
     async def _dead_letter(self, msg, delivery: Delivery, reason: str, run_id: str) -> None:
-        body = pb.DeadLettered(consumer=self.durable, subject=delivery.subject, reason=reason,
-                               payload=bytes(msg.data[:512 * 1024]), stream_seq=delivery.stream_seq)
+        body = pb.DeadLettered(
+            consumer=self.durable,
+            subject=delivery.subject,
+            reason=reason,
+            payload=bytes(msg.data[: 512 * 1024]),
+            stream_seq=delivery.stream_seq,
+        )
         event = ev_mod.make_event(run_id or "unknown", self.bus.producer, body)
         subject = f"{DLQ_ROOT}.{self.durable}.{run_id or 'unknown'}"
         await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))

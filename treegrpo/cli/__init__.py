@@ -12,13 +12,19 @@ import typer
 from treegrpo.cli._core import events_cmd, health_cmd, nats_app, serve_cmd, tail_cmd
 from treegrpo.cli._registry import COMMANDS
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
-                  help="Tree search + GRPO for ML-engineering agents, on NATS JetStream.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    help="Tree search + GRPO for ML-engineering agents, on NATS JetStream.",
+)
 app.add_typer(nats_app, name="nats", help="The embedded nats-server")
 app.command("tail", help="Follow a run's events, human-readable")(tail_cmd)
 app.command("events", help="Dump a run's events (--json for JSON lines)")(events_cmd)
 app.command("serve", help="Run one service: sampler | executor | grader | learner")(serve_cmd)
-app.command("health", help="Probe for k8s/compose: NATS and the stream; --heartbeat: the service's own loops")(health_cmd)
+app.command(
+    "health", help="Probe for k8s/compose: NATS and the stream; --heartbeat: the service's own loops"
+)(health_cmd)
 
 
 def _register(name: str, target: str, help_text: str) -> None:
@@ -30,8 +36,11 @@ def _register(name: str, target: str, help_text: str) -> None:
         missing = exc.name or ""
 
         def unavailable() -> None:
-            typer.secho(f"`treegrpo {name}` is unavailable: {missing} is not installed "
-                        f"(pip install 'treegrpo[dev]')", fg="red", err=True)
+            typer.secho(
+                f"`treegrpo {name}` is unavailable: {missing} is not installed (pip install 'treegrpo[dev]')",
+                fg="red",
+                err=True,
+            )
             raise typer.Exit(2)
 
         app.command(name, help=f"{help_text} (unavailable: {missing})")(unavailable)
@@ -46,8 +55,9 @@ def main() -> None:
     # libgomp's default spin-waiting makes torch 10-40x slower whenever other processes share the
     # cores (our services, the scripts they run): measured 13.6 s vs 0.36 s for the same generate.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     wanted = sys.argv[1] if len(sys.argv) > 1 else ""
     for name, (target, help_text) in COMMANDS.items():
         # import only the command being run (keeps `treegrpo tail` free of torch); all for --help

@@ -25,8 +25,10 @@ console = Console(highlight=False)
 
 
 @nats_app.command("up")
-def nats_up(port: int = typer.Option(4222, help="Port on 127.0.0.1 (0 = any free port)"),
-            data: Path | None = typer.Option(None, help="Store dir (default $TREEGRPO_HOME/nats/data)")) -> None:
+def nats_up(
+    port: int = typer.Option(4222, help="Port on 127.0.0.1 (0 = any free port)"),
+    data: Path | None = typer.Option(None, help="Store dir (default $TREEGRPO_HOME/nats/data)"),
+) -> None:
     """Run the embedded nats-server in the foreground; other commands find it through $TREEGRPO_HOME."""
     from treegrpo.embedded import EmbeddedNats, free_port
 
@@ -35,7 +37,9 @@ def nats_up(port: int = typer.Option(4222, help="Port on 127.0.0.1 (0 = any free
     url_file = embedded_url_file()
     url_file.parent.mkdir(parents=True, exist_ok=True)
     url_file.write_text(server.url + "\n")
-    console.print(f"[green]nats-server[/] listening on [bold]{server.url}[/] (JetStream store {store}); Ctrl-C stops")
+    console.print(
+        f"[green]nats-server[/] listening on [bold]{server.url}[/] (JetStream store {store}); Ctrl-C stops"
+    )
     stop = {"now": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(now=True))
@@ -54,9 +58,11 @@ async def _connect(url: str, who: str, timeout: float = 10.0):
     return await Bus.connect(resolve_nats_url(url), who, timeout)
 
 
-def tail_cmd(run_id: str = typer.Argument(..., help="Run id"),
-             url: str = typer.Option("", help="NATS URL (default: $TREEGRPO_NATS_URL or the embedded server)"),
-             until_complete: bool = typer.Option(False, help="Exit after run.completed")) -> None:
+def tail_cmd(
+    run_id: str = typer.Argument(..., help="Run id"),
+    url: str = typer.Option("", help="NATS URL (default: $TREEGRPO_NATS_URL or the embedded server)"),
+    until_complete: bool = typer.Option(False, help="Exit after run.completed"),
+) -> None:
     """Follow a run live from its first event; Ctrl-C stops."""
     asyncio.run(_tail(run_id, url, until_complete))
 
@@ -65,8 +71,11 @@ async def _tail(run_id: str, url: str, until_complete: bool) -> None:
     from treegrpo.bus import STREAM
 
     bus = await _connect(url, "cli/tail")
-    sub = await bus.js.subscribe(f"{ev_mod.SUBJECT_ROOT}.{ev_mod.check_token(run_id, 'run id')}.>",
-                                 stream=STREAM, ordered_consumer=True)
+    sub = await bus.js.subscribe(
+        f"{ev_mod.SUBJECT_ROOT}.{ev_mod.check_token(run_id, 'run id')}.>",
+        stream=STREAM,
+        ordered_consumer=True,
+    )
     try:
         async for msg in sub.messages:
             try:
@@ -85,10 +94,12 @@ async def _tail(run_id: str, url: str, until_complete: bool) -> None:
         await bus.close(2)
 
 
-def events_cmd(run_id: str = typer.Argument(..., help="Run id"),
-               json_out: bool = typer.Option(False, "--json", help="JSON lines, one event each"),
-               kind: list[str] = typer.Option([], help="Only these kinds, e.g. node.graded"),
-               url: str = typer.Option("", help="NATS URL")) -> None:
+def events_cmd(
+    run_id: str = typer.Argument(..., help="Run id"),
+    json_out: bool = typer.Option(False, "--json", help="JSON lines, one event each"),
+    kind: list[str] = typer.Option([], help="Only these kinds, e.g. node.graded"),
+    url: str = typer.Option("", help="NATS URL"),
+) -> None:
     """Dump a run's events in stream order."""
     asyncio.run(_events(run_id, json_out, kind, url))
 
@@ -115,9 +126,11 @@ def service_class(name: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
-def serve_cmd(service: str = typer.Argument(..., help="sampler | executor | grader | learner"),
-              config: Path | None = typer.Option(None, "--config", "-c", help="TOML config file"),
-              set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set max_concurrency=4")) -> None:
+def serve_cmd(
+    service: str = typer.Argument(..., help="sampler | executor | grader | learner"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML config file"),
+    set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set max_concurrency=4"),
+) -> None:
     """Run one service against NATS until SIGTERM (then drain within nats.drain_timeout_s)."""
     from treegrpo.service import serve
 
@@ -137,11 +150,23 @@ def serve_cmd(service: str = typer.Argument(..., help="sampler | executor | grad
 def health_cmd(
     url: str = typer.Option("", help="NATS URL"),
     timeout: float = typer.Option(3.0, help="Seconds to reach NATS"),
-    heartbeat: bool = typer.Option(False, "--heartbeat", help="Check the service's own heartbeat: fresh, its consumer loop turning, its process alive"),
-    service: str = typer.Option("", help="Whose heartbeat ($TREEGRPO_HOME/health/NAME.json); empty = every file there"),
-    file: Path | None = typer.Option(None, help="A heartbeat file configured elsewhere (the service's health.file)"),
-    max_age: float = typer.Option(60.0, help="Seconds after which a heartbeat or a consumer loop counts as stuck"),
-    ready: bool = typer.Option(False, "--ready", help="Readiness: with --heartbeat, also NATS reachable and the service connected"),
+    heartbeat: bool = typer.Option(
+        False,
+        "--heartbeat",
+        help="Check the service's own heartbeat: fresh, its consumer loop turning, its process alive",
+    ),
+    service: str = typer.Option(
+        "", help="Whose heartbeat ($TREEGRPO_HOME/health/NAME.json); empty = every file there"
+    ),
+    file: Path | None = typer.Option(
+        None, help="A heartbeat file configured elsewhere (the service's health.file)"
+    ),
+    max_age: float = typer.Option(
+        60.0, help="Seconds after which a heartbeat or a consumer loop counts as stuck"
+    ),
+    ready: bool = typer.Option(
+        False, "--ready", help="Readiness: with --heartbeat, also NATS reachable and the service connected"
+    ),
 ) -> None:
     """Probe. Without --heartbeat: NATS reachable and the event stream present. With --heartbeat
     (liveness): the service's own event and consumer loops are turning; --ready adds the NATS checks."""
@@ -149,7 +174,9 @@ def health_cmd(
 
     problems = []
     if heartbeat:
-        paths = [file] if file else [heartbeat_path(service)] if service else sorted(health_dir().glob("*.json"))
+        paths = (
+            [file] if file else [heartbeat_path(service)] if service else sorted(health_dir().glob("*.json"))
+        )
         problems += check_files(paths, max_age, ready)
     if not heartbeat or ready:
         problems += _nats_problems(url, timeout)

@@ -6,8 +6,14 @@ from treegrpo import events as ev_mod
 from treegrpo.events import Kind, Status
 from treegrpo.v1 import events_pb2 as pb
 
-STATUS_STYLE = {Status.OK: "green", Status.CRASHED: "red", Status.TIMEOUT: "yellow",
-                Status.NO_CODE: "magenta", Status.NO_SUBMISSION: "magenta", Status.INVALID_SUBMISSION: "yellow"}
+STATUS_STYLE = {
+    Status.OK: "green",
+    Status.CRASHED: "red",
+    Status.TIMEOUT: "yellow",
+    Status.NO_CODE: "magenta",
+    Status.NO_SUBMISSION: "magenta",
+    Status.INVALID_SUBMISSION: "yellow",
+}
 
 
 def _metric(value: float | None) -> str:
@@ -18,8 +24,10 @@ def describe(event: pb.Event) -> tuple[str, str]:
     b = ev_mod.body_of(event)
     kind = ev_mod.kind_of(event)
     if kind == Kind.NODE_SAMPLED:
-        return "cyan", (f"{b.node_id} {b.task} r{b.round} s{b.step} {b.mode:<7} v{b.policy_version} "
-                        f"{len(b.response_token_ids)} tok, {len(b.code.splitlines())} lines")
+        return "cyan", (
+            f"{b.node_id} {b.task} r{b.round} s{b.step} {b.mode:<7} v{b.policy_version} "
+            f"{len(b.response_token_ids)} tok, {len(b.code.splitlines())} lines"
+        )
     if kind == Kind.NODE_EXECUTED:
         style = STATUS_STYLE.get(b.status, "white")
         exc = f" {b.exc_type}" if b.HasField("exc_type") else ""
@@ -33,13 +41,20 @@ def describe(event: pb.Event) -> tuple[str, str]:
         rewards = " ".join(f"{m.reward:+.2f}" for m in b.members)
         return "blue", f"{b.sibling_group} {b.task} r{b.round} s{b.step}: {rewards}"
     if kind == Kind.LEARNER_STEPPED:
-        phases = ", ".join(f"{f.name}={getattr(b.phases_s, f.name):.1f}s" for f in b.phases_s.DESCRIPTOR.fields
-                           if b.phases_s.HasField(f.name))
-        return "bold magenta", (f"step {b.step} -> v{b.policy_version} {b.total_s:.1f}s; "
-                                f"{b.groups_with_signal}/{len(b.sibling_groups)} groups with signal; {phases}")
+        phases = ", ".join(
+            f"{f.name}={getattr(b.phases_s, f.name):.1f}s"
+            for f in b.phases_s.DESCRIPTOR.fields
+            if b.phases_s.HasField(f.name)
+        )
+        return "bold magenta", (
+            f"step {b.step} -> v{b.policy_version} {b.total_s:.1f}s; "
+            f"{b.groups_with_signal}/{len(b.sibling_groups)} groups with signal; {phases}"
+        )
     if kind == Kind.ROUND_STARTED:
         return "bold", f"{b.task} round {b.round} v{b.policy_version}"
-    if kind == Kind.ROUND_COMPLETED:  # only an imported round carries its summary; a live one is the fact alone
+    if (
+        kind == Kind.ROUND_COMPLETED
+    ):  # only an imported round carries its summary; a live one is the fact alone
         best = _metric(b.best_test_metric if b.HasField("best_test_metric") else None)
         extra = f" {b.valid}/{b.nodes} valid, best={best}" if b.nodes else " complete"
         return "bold", f"{b.task} round {b.round}{extra}"

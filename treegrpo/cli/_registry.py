@@ -11,7 +11,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "archive": ("treegrpo.archive.cli:app", "Export a run as the seed's data root, or import one"),
     "report": ("treegrpo.report.cli:report", "The capability report of one or more runs"),
     "model": ("treegrpo.models.cli:model_app", "Build a small local model and tokenizer (no hub)"),
-    "sft": ("treegrpo.services.learner.sft.cli:sft", "Supervised fine-tuning of the policy (seed corpus or archive)"),
+    "sft": (
+        "treegrpo.services.learner.sft.cli:sft",
+        "Supervised fine-tuning of the policy (seed corpus or archive)",
+    ),
     "run": ("treegrpo.runner.cli:run", "Run the whole loop: embedded NATS, four services, export, report"),
     "demo": ("treegrpo.runner.cli:demo", "The embedded default end to end (what `make demo` runs)"),
 }

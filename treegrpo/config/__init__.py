@@ -18,6 +18,20 @@ from treegrpo.config._base import (
 )
 from treegrpo.config.run import RunSpec, TreeSettings
 
-__all__ = ["ConfigError", "HealthSettings", "NatsSettings", "RunSpec", "Section", "ServiceSettings", "Settings",
-           "TelemetrySettings", "TreeSettings", "describe_errors", "from_values", "load", "parse_overrides",
-           "read_toml", "treegrpo_home"]
+__all__ = [
+    "ConfigError",
+    "HealthSettings",
+    "NatsSettings",
+    "RunSpec",
+    "Section",
+    "ServiceSettings",
+    "Settings",
+    "TelemetrySettings",
+    "TreeSettings",
+    "describe_errors",
+    "from_values",
+    "load",
+    "parse_overrides",
+    "read_toml",
+    "treegrpo_home",
+]

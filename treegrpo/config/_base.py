@@ -31,21 +31,44 @@ class Section(BaseModel):
 
 
 class NatsSettings(Section):
-    url: str = Field(default="", description="NATS URL; empty means $TREEGRPO_NATS_URL, then the embedded server under $TREEGRPO_HOME")
-    connect_timeout_s: float = Field(default=10.0, gt=0, description="Give up connecting after this long, with a clear error")
-    drain_timeout_s: float = Field(default=10.0, gt=0, description="On SIGTERM, drain the connection within this long, then close")
-    stream_replicas: int = Field(default=1, ge=1, le=5, description="JetStream replicas for the stream and buckets (3 on a prod cluster)")
+    url: str = Field(
+        default="",
+        description="NATS URL; empty means $TREEGRPO_NATS_URL, then the embedded server under $TREEGRPO_HOME",
+    )
+    connect_timeout_s: float = Field(
+        default=10.0, gt=0, description="Give up connecting after this long, with a clear error"
+    )
+    drain_timeout_s: float = Field(
+        default=10.0, gt=0, description="On SIGTERM, drain the connection within this long, then close"
+    )
+    stream_replicas: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="JetStream replicas for the stream and buckets (3 on a prod cluster)",
+    )
 
 
 class TelemetrySettings(Section):
-    otlp_endpoint: str = Field(default="", description="OTLP/HTTP traces endpoint, e.g. http://otel-collector:4318; empty disables OTLP export")
-    jsonl_path: str = Field(default="", description="Also append finished spans to this file as OTLP/JSON lines (the collector's file format)")
+    otlp_endpoint: str = Field(
+        default="",
+        description="OTLP/HTTP traces endpoint, e.g. http://otel-collector:4318; empty disables OTLP export",
+    )
+    jsonl_path: str = Field(
+        default="",
+        description="Also append finished spans to this file as OTLP/JSON lines (the collector's file format)",
+    )
     enabled: bool = Field(default=True, description="Create spans at all")
 
 
 class HealthSettings(Section):
-    file: str = Field(default="", description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json (set one per instance when several share a home)")
-    interval_s: float = Field(default=5.0, gt=0, description="Rewrite the heartbeat this often; a blocked event loop stops it")
+    file: str = Field(
+        default="",
+        description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json (set one per instance when several share a home)",
+    )
+    interval_s: float = Field(
+        default=5.0, gt=0, description="Rewrite the heartbeat this often; a blocked event loop stops it"
+    )
     enabled: bool = Field(default=True, description="Write the heartbeat at all")
 
 
@@ -69,8 +92,9 @@ class Settings(BaseSettings):
     _read_env: ClassVar[bool] = True
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                   file_secret_settings):
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
         # init kwargs are the CLI overrides: highest precedence, then env, then the TOML file.
         if not cls._read_env:
             return (init_settings,)
@@ -82,12 +106,16 @@ class ServiceSettings(Settings):
     the sampler, executor, grader and learner configs; `treegrpo.service.Service` reads these
     fields directly."""
 
-    run_id: str = Field(default="", description="Serve only this run (its own durable consumer, filtered to "
-                                                "its subjects); empty = every run")
+    run_id: str = Field(
+        default="",
+        description="Serve only this run (its own durable consumer, filtered to "
+        "its subjects); empty = every run",
+    )
     nats: NatsSettings = Field(default_factory=NatsSettings, description="Where the bus is")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings, description="Traces")
-    health: HealthSettings = Field(default_factory=HealthSettings,
-                                   description="Heartbeat file for the probes")
+    health: HealthSettings = Field(
+        default_factory=HealthSettings, description="Heartbeat file for the probes"
+    )
 
     @field_validator("run_id")
     @classmethod
@@ -133,8 +161,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def load(cls: type[T], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
-                      section: str | None = None, where: str = "") -> T:
+def load(
+    cls: type[T],
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    section: str | None = None,
+    where: str = "",
+) -> T:
     """Build `cls` from defaults < TOML (optionally one [section]) < env < overrides. A ConfigError
     starts with `where` (default: the file, else "config")."""
     data = read_toml(path, section) if path else {}

@@ -18,9 +18,13 @@ from treegrpo.events import check_token
 
 class TreeSettings(Section):
     expansions: int = Field(default=4, ge=1, description="E: expansions per task and round (the seed: 4)")
-    group_size: int = Field(default=16, ge=1, description="G: siblings per expansion, one GRPO group (the seed: 16)")
+    group_size: int = Field(
+        default=16, ge=1, description="G: siblings per expansion, one GRPO group (the seed: 16)"
+    )
     drafts: int = Field(default=2, ge=1, description="Expansions 0..drafts-1 are drafts (the seed: 2)")
-    parent_temperature: float = Field(default=1.0, gt=0, description="Softmax temperature over node rewards when choosing a parent")
+    parent_temperature: float = Field(
+        default=1.0, gt=0, description="Softmax temperature over node rewards when choosing a parent"
+    )
 
 
 # fields RunSpec once had, found in the JSON of recorded `run.started` events
@@ -32,13 +36,28 @@ class RunSpec(Settings):
 
     model_config = SettingsConfigDict(env_prefix="TREEGRPO_RUN_", extra="forbid", env_nested_delimiter="__")
 
-    run_id: str = Field(default="", description="Run id (subject-safe); empty means a timestamp like 20260701_231713")
-    tasks: list[str] = Field(default_factory=lambda: ["spooky-mini"], description="Task ids from the grader's registry")
-    rounds: int = Field(default=2, ge=1, description="Tree-search rounds per task; each round is one learner step in sync mode")
+    run_id: str = Field(
+        default="", description="Run id (subject-safe); empty means a timestamp like 20260701_231713"
+    )
+    tasks: list[str] = Field(
+        default_factory=lambda: ["spooky-mini"], description="Task ids from the grader's registry"
+    )
+    rounds: int = Field(
+        default=2,
+        ge=1,
+        description="Tree-search rounds per task; each round is one learner step in sync mode",
+    )
     tree: TreeSettings = Field(default_factory=TreeSettings, description="Round anatomy")
     train: bool = Field(default=True, description="False runs search only (--no-train): a capability probe")
-    max_staleness: int = Field(default=0, ge=0, description="0 = sync (round r+1 waits for the policy trained on r); k = sample up to k versions ahead")
-    resource_gate: bool = Field(default=True, description="Parse PEP 723 [tool.resources] and record the 7 gate keys (32-key node schema)")
+    max_staleness: int = Field(
+        default=0,
+        ge=0,
+        description="0 = sync (round r+1 waits for the policy trained on r); k = sample up to k versions ahead",
+    )
+    resource_gate: bool = Field(
+        default=True,
+        description="Parse PEP 723 [tool.resources] and record the 7 gate keys (32-key node schema)",
+    )
     seed: int = Field(default=0, description="Seed of the tree policy's RNG and of sampling")
     model: str = Field(default="", description="Base model path recorded in summaries (the sampler's model)")
     phase: Literal["train", "eval"] = Field(default="train", description="Recorded in round summaries")

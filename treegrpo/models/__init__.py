@@ -7,14 +7,23 @@ init`) and the learner's SFT (the demo policy), so it lives in the core.
 """
 
 from treegrpo.models._builder import (
-           CHAT_TEMPLATE,
-           EOS,
-           PAD,
-           SIZES,
-           SPECIAL_TOKENS,
-           ModelSize,
-           build_model,
-           train_tokenizer,
+    CHAT_TEMPLATE,
+    EOS,
+    PAD,
+    SIZES,
+    SPECIAL_TOKENS,
+    ModelSize,
+    build_model,
+    train_tokenizer,
 )
 
-__all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SIZES", "SPECIAL_TOKENS", "ModelSize", "build_model", "train_tokenizer"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "EOS",
+    "PAD",
+    "SIZES",
+    "SPECIAL_TOKENS",
+    "ModelSize",
+    "build_model",
+    "train_tokenizer",
+]

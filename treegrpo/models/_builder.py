@@ -66,8 +66,12 @@ def corpus(max_bytes: int = 12 << 20, extra: list[Traversable] | None = None) ->
             return
 
 
-def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: list[Traversable] | None = None,
-                    split: str = "words"):
+def train_tokenizer(
+    vocab_size: int = 8192,
+    max_bytes: int = 12 << 20,
+    extra: list[Traversable] | None = None,
+    split: str = "words",
+):
     """A byte-level BPE `PreTrainedTokenizerFast` with the chat template and special tokens.
 
     split="words": GPT-2's pre-split (merges stay inside a word), the usual choice.
@@ -82,24 +86,47 @@ def train_tokenizer(vocab_size: int = 8192, max_bytes: int = 12 << 20, extra: li
     if split not in ("words", "lines"):
         raise ValueError(f"split must be 'words' or 'lines', not {split!r}")
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if split == "words" else \
-        pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"[^\n]*\n?"), behavior="isolated"),
-                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = (
+        pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if split == "words"
+        else pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(r"[^\n]*\n?"), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=2)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+    )
     tok.train_from_iterator(corpus(max_bytes, extra), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
-                                   bos_token=None, unk_token=None,
-                                   additional_special_tokens=["<|im_start|>", "<think>", "</think>", "<|endoftext|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS,
+        pad_token=PAD,
+        bos_token=None,
+        unk_token=None,
+        additional_special_tokens=["<|im_start|>", "<think>", "</think>", "<|endoftext|>"],
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
-def build_model(out_dir: str | Path, size: str = "small", vocab_size: int = 8192, seed: int = 0,
-                max_position: int = 8192, tokenizer_bytes: int = 12 << 20,
-                extra_text: list[Traversable] | None = None,
-                tokenizer_split: str = "words") -> Path:
+def build_model(
+    out_dir: str | Path,
+    size: str = "small",
+    vocab_size: int = 8192,
+    seed: int = 0,
+    max_position: int = 8192,
+    tokenizer_bytes: int = 12 << 20,
+    extra_text: list[Traversable] | None = None,
+    tokenizer_split: str = "words",
+) -> Path:
     """Write `config.json`, `model.safetensors` and the tokenizer files of a fresh model to `out_dir`."""
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
@@ -111,20 +138,44 @@ def build_model(out_dir: str | Path, size: str = "small", vocab_size: int = 8192
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(vocab_size, tokenizer_bytes, extra_text, tokenizer_split)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=s.hidden, num_hidden_layers=s.layers,
-        num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, head_dim=s.hidden // s.heads,
-        intermediate_size=s.intermediate, max_position_embeddings=max_position, tie_word_embeddings=True,
-        eos_token_id=tokenizer.convert_tokens_to_ids(EOS), pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
-        bos_token_id=None, rope_theta=10000.0, torch_dtype="float32")
+        vocab_size=len(tokenizer),
+        hidden_size=s.hidden,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.kv_heads,
+        head_dim=s.hidden // s.heads,
+        intermediate_size=s.intermediate,
+        max_position_embeddings=max_position,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids(EOS),
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
+        bos_token_id=None,
+        rope_theta=10000.0,
+        torch_dtype="float32",
+    )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
-                                               do_sample=True, temperature=1.0, top_p=1.0)
+    model.generation_config = GenerationConfig(
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+    )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     params = sum(p.numel() for p in model.parameters())
-    (out / "treegrpo_model.json").write_text(json.dumps(
-        {"size": size, "params": params, "vocab_size": len(tokenizer), "seed": seed,
-         "tokenizer_split": tokenizer_split, "builder": "treegrpo model init"},
-        indent=2))
+    (out / "treegrpo_model.json").write_text(
+        json.dumps(
+            {
+                "size": size,
+                "params": params,
+                "vocab_size": len(tokenizer),
+                "seed": seed,
+                "tokenizer_split": tokenizer_split,
+                "builder": "treegrpo model init",
+            },
+            indent=2,
+        )
+    )
     return out

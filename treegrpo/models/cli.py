@@ -18,12 +18,17 @@ console = Console()
 
 @model_app.command("init")
 def init(
-    out_dir: Annotated[Path | None, typer.Argument(help="Folder to write; default $TREEGRPO_HOME/models/<size>")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Argument(help="Folder to write; default $TREEGRPO_HOME/models/<size>")
+    ] = None,
     size: str = typer.Option("small", help="tiny (tests) | small (embedded default, ~13M) | base (~30M)"),
     vocab_size: int = typer.Option(8192, help="BPE vocabulary size"),
     seed: int = typer.Option(0, help="Seed of the random weights"),
-    tokenizer_split: str = typer.Option("words", help="words: GPT-2 pre-split; lines: merges may cross spaces "
-                                                       "within a line (recurring lines become one token)"),
+    tokenizer_split: str = typer.Option(
+        "words",
+        help="words: GPT-2 pre-split; lines: merges may cross spaces "
+        "within a line (recurring lines become one token)",
+    ),
     force: bool = typer.Option(False, help="Overwrite a folder that already holds a model"),
 ) -> None:
     """Write a Qwen3-architecture model with random weights and a locally trained tokenizer."""
@@ -37,5 +42,7 @@ def init(
     with console.status(f"training a {vocab_size}-token BPE and building the {size} model …"):
         build_model(out, size=size, vocab_size=vocab_size, seed=seed, tokenizer_split=tokenizer_split)
     info = json.loads((out / "treegrpo_model.json").read_text())
-    console.print(f"[green]wrote[/] {out}: {info['params'] / 1e6:.1f}M params, vocab {info['vocab_size']}, "
-                  f"{time.perf_counter() - started:.1f}s")
+    console.print(
+        f"[green]wrote[/] {out}: {info['params'] / 1e6:.1f}M params, vocab {info['vocab_size']}, "
+        f"{time.perf_counter() - started:.1f}s"
+    )

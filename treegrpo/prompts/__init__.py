@@ -8,17 +8,27 @@ sampler, which serves these prompts, and the SFT, which trains on exactly the sa
 """
 
 from treegrpo.prompts._render import (
-           MODES,
-           Mode,
-           TaskContext,
-           builtin_templates,
-           data_overview,
-           find_public_dir,
-           render_prompt,
-           task_context,
-           trim_output,
+    MODES,
+    Mode,
+    TaskContext,
+    builtin_templates,
+    data_overview,
+    find_public_dir,
+    render_prompt,
+    task_context,
+    trim_output,
 )
 from treegrpo.prompts._settings import PromptSettings
 
-__all__ = ["MODES", "Mode", "PromptSettings", "TaskContext", "builtin_templates", "data_overview",
-           "find_public_dir", "render_prompt", "task_context", "trim_output"]
+__all__ = [
+    "MODES",
+    "Mode",
+    "PromptSettings",
+    "TaskContext",
+    "builtin_templates",
+    "data_overview",
+    "find_public_dir",
+    "render_prompt",
+    "task_context",
+    "trim_output",
+]

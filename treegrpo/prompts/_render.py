@@ -22,9 +22,9 @@ from treegrpo.config import treegrpo_home
 
 Mode = Literal["draft", "improve", "debug"]
 MODES: tuple[Mode, ...] = ("draft", "improve", "debug")
-TRIM_AT = 5100     # AIDE trims a script's output once it passes ~5,100 characters ...
-TRIM_KEEP = 2500   # ... to its first and last ~2,500
-MAX_LISTED = 8     # files shown per folder in the data overview before summarising
+TRIM_AT = 5100  # AIDE trims a script's output once it passes ~5,100 characters ...
+TRIM_KEEP = 2500  # ... to its first and last ~2,500
+MAX_LISTED = 8  # files shown per folder in the data overview before summarising
 
 
 def trim_output(text: str, limit: int = TRIM_AT, keep: int = TRIM_KEEP) -> str:
@@ -47,23 +47,41 @@ def _environment(template_dir: str | None) -> jinja2.Environment:
     """One environment per template folder: it keeps the parsed templates (re-read when a file changes)."""
     builtin = jinja2.PackageLoader(__package__, "templates")
     # a custom folder may override only some templates; the rest come from the package
-    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(template_dir), builtin]) if template_dir else builtin
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=False, autoescape=False)
+    loader = (
+        jinja2.ChoiceLoader([jinja2.FileSystemLoader(template_dir), builtin]) if template_dir else builtin
+    )
+    return jinja2.Environment(
+        loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False
+    )
 
 
-def render_prompt(mode: Mode, task_description: str, data_overview: str, parent_code: str | None = None,
-                  parent_output: str | None = None, *, gpu_hint: bool = False, show_scores: bool = False,
-                  time_limit_s: int = 600, template_dir: str | Path | None = None) -> list[dict[str, str]]:
+def render_prompt(
+    mode: Mode,
+    task_description: str,
+    data_overview: str,
+    parent_code: str | None = None,
+    parent_output: str | None = None,
+    *,
+    gpu_hint: bool = False,
+    show_scores: bool = False,
+    time_limit_s: int = 600,
+    template_dir: str | Path | None = None,
+) -> list[dict[str, str]]:
     """The chat messages ([system, user]) of one expansion; `parent_*` are required for improve/debug."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
     if mode != "draft" and parent_code is None:
         raise ValueError(f"{mode} prompts need the parent's code")
     env = _environment(str(template_dir) if template_dir else None)
-    values = dict(task_description=task_description.strip(), data_overview=data_overview.strip(),
-                  parent_code=(parent_code or "").strip("\n"), parent_output=trim_output(parent_output or "").strip("\n"),
-                  gpu_hint=gpu_hint, show_scores=show_scores, time_limit_min=max(1, round(time_limit_s / 60)))
+    values = dict(
+        task_description=task_description.strip(),
+        data_overview=data_overview.strip(),
+        parent_code=(parent_code or "").strip("\n"),
+        parent_output=trim_output(parent_output or "").strip("\n"),
+        gpu_hint=gpu_hint,
+        show_scores=show_scores,
+        time_limit_min=max(1, round(time_limit_s / 60)),
+    )
     system = env.get_template("system.md").render(**values).strip()
     user = env.get_template(f"{mode}.md").render(**values).strip()
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -133,7 +151,9 @@ def _listing(folder: Path, depth: int) -> list[str]:
         if e.is_dir():
             inner = list(os.scandir(e.path))
             if len(inner) > MAX_LISTED and all(i.is_file() for i in inner):
-                out.append(f"{pad}{e.name}/ ({len(inner)} files{_suffixes(inner)}, e.g. {sorted(i.name for i in inner)[0]})")
+                out.append(
+                    f"{pad}{e.name}/ ({len(inner)} files{_suffixes(inner)}, e.g. {sorted(i.name for i in inner)[0]})"
+                )
             else:
                 out.append(f"{pad}{e.name}/")
                 out += _listing(Path(e.path), depth + 1) if depth < 3 else [f"{pad}    ..."]

@@ -1,7 +1,7 @@
 """The capability report: the seed's measurements for any set of runs, side by side, with plots.
 
-    report = await build_report(bus, ["run-a", "run-b"], "out/report")      # from the log
-    report = await build_report("path/to/seed-root", [], "out/report")     # from a seed-format root
+report = await build_report(bus, ["run-a", "run-b"], "out/report")      # from the log
+report = await build_report("path/to/seed-root", [], "out/report")     # from a seed-format root
 """
 
 from treegrpo.advantages import ESTIMATORS, has_signal
@@ -10,6 +10,22 @@ from treegrpo.report._build import Report, build_report, load_runs, write_report
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._metrics import GpuStats, PhaseStat, Ratio, RoundRow, RunMetrics, Signal, compute
 
-__all__ = ["ESTIMATORS", "GpuStats", "PhaseStat", "Ratio", "Report", "RoundRow", "RunData", "RunMetrics", "Signal",
-           "advantages", "build_report", "compute", "has_signal", "load_from_bus", "load_from_root", "load_runs",
-           "write_report"]
+__all__ = [
+    "ESTIMATORS",
+    "GpuStats",
+    "PhaseStat",
+    "Ratio",
+    "Report",
+    "RoundRow",
+    "RunData",
+    "RunMetrics",
+    "Signal",
+    "advantages",
+    "build_report",
+    "compute",
+    "has_signal",
+    "load_from_bus",
+    "load_from_root",
+    "load_runs",
+    "write_report",
+]

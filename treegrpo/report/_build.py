@@ -61,34 +61,58 @@ def _tree_round(data: RunData, round_: int | None) -> tuple[str, int] | None:
     return done[-1][1], done[-1][0]
 
 
-def _learning(runs: Sequence[RunData], control: RunData | None, late_from: int | None, min_difference: float,
-              out: Path) -> tuple[dict[str, dict[str, list[CurveRow]]], Comparison | None, dict[str, str]]:
+def _learning(
+    runs: Sequence[RunData], control: RunData | None, late_from: int | None, min_difference: float, out: Path
+) -> tuple[dict[str, dict[str, list[CurveRow]]], Comparison | None, dict[str, str]]:
     """Curves of every run (scored against the round 1 of all of them when paired with a control,
     else each against its own), the comparison with the control, and their plots."""
     arms = [*runs, control] if control is not None else list(runs)
     by_run = {d.run_id: (scorers(arms) if control is not None else scorers([d])) for d in arms}
-    data = {d.run_id: {"round": curves(d, by_run[d.run_id], "round"), "version": curves(d, by_run[d.run_id], "version")}
-            for d in arms}
+    data = {
+        d.run_id: {
+            "round": curves(d, by_run[d.run_id], "round"),
+            "version": curves(d, by_run[d.run_id], "version"),
+        }
+        for d in arms
+    }
     plots = {}
     if any(c["round"] for c in data.values()):
         plots["Learning curves by round"] = _learning_plots.curves_grid(
-            {k: c["round"] for k, c in data.items()}, "round", out / "learning_curves.png", "Learning curves by round").name
+            {k: c["round"] for k, c in data.items()},
+            "round",
+            out / "learning_curves.png",
+            "Learning curves by round",
+        ).name
     if any(c["version"] for c in data.values()):
         plots["Learning curves by policy version"] = _learning_plots.curves_grid(
-            {k: c["version"] for k, c in data.items()}, "policy version", out / "learning_by_version.png",
-            "Learning curves by policy version").name
+            {k: c["version"] for k, c in data.items()},
+            "policy version",
+            out / "learning_by_version.png",
+            "Learning curves by policy version",
+        ).name
     comparison = None
     if control is not None:
         comparison = compare(runs[0], control, late_from, min_difference=min_difference)
         plots["Train vs control"] = _learning_plots.vs_control(
-            data[runs[0].run_id]["round"], data[control.run_id]["round"], comparison.late_rounds,
-            verdict_line(comparison), out / "learning_vs_control.png").name
+            data[runs[0].run_id]["round"],
+            data[control.run_id]["round"],
+            comparison.late_rounds,
+            verdict_line(comparison),
+            out / "learning_vs_control.png",
+        ).name
     return data, comparison, plots
 
 
-def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = "grpo_valid_only",
-                 gpus: int = 1, tree_round: int | None = None, control: RunData | None = None,
-                 late_from: int | None = None, min_difference: float = 0.0) -> Report:
+def write_report(
+    runs: Sequence[RunData],
+    out_dir: str | Path,
+    estimator: str = "grpo_valid_only",
+    gpus: int = 1,
+    tree_round: int | None = None,
+    control: RunData | None = None,
+    late_from: int | None = None,
+    min_difference: float = 0.0,
+) -> Report:
     """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
@@ -100,23 +124,32 @@ def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = 
     if control is not None:
         runs = [*runs, control]
     metrics = [compute(d, estimator, gpus) for d in runs]
-    plots = {"Crash rate by round": _plots.crash_rate_by_round(metrics, out / "crash_rate_by_round.png").name,
-             "Best test metric by round": _plots.best_metric_by_round(metrics, out / "best_metric_by_round.png").name}
+    plots = {
+        "Crash rate by round": _plots.crash_rate_by_round(metrics, out / "crash_rate_by_round.png").name,
+        "Best test metric by round": _plots.best_metric_by_round(
+            metrics, out / "best_metric_by_round.png"
+        ).name,
+    }
     if any(m.phases for m in metrics):
         plots["Per-step phases"] = _plots.phase_bars(metrics, out / "phases.png").name
     if runs and (which := _tree_round(runs[0], tree_round)):
         task, rnd = which
         recs = [r for r in runs[0].records if r.exp_id == task and r.round == rnd]
         name = f"tree_{runs[0].run_id}_round_{rnd}.png"
-        plots[f"Tree of {runs[0].run_id} round {rnd} ({task})"] = \
-            _plots.round_tree(recs, f"{runs[0].run_id} · {task} · round {rnd}", out / name).name
+        plots[f"Tree of {runs[0].run_id} round {rnd} ({task})"] = _plots.round_tree(
+            recs, f"{runs[0].run_id} · {task} · round {rnd}", out / name
+        ).name
     md = out / "report.md"
-    learning_md = (comparison_markdown(comparison) if comparison else []) + curves_markdown(curve_data, learning_plots)
+    learning_md = (comparison_markdown(comparison) if comparison else []) + curves_markdown(
+        curve_data, learning_plots
+    )
     md.write_text(markdown(metrics, plots, gpus, estimator) + "\n" + "\n".join(learning_md))
     plots |= learning_plots
     data = as_json(metrics, plots, gpus, estimator)
-    data["curves"] = {rid: {f"by_{axis}": [r.as_dict(axis) for r in rows] for axis, rows in c.items()}
-                      for rid, c in curve_data.items()}
+    data["curves"] = {
+        rid: {f"by_{axis}": [r.as_dict(axis) for r in rows] for axis, rows in c.items()}
+        for rid, c in curve_data.items()
+    }
     if comparison is not None:
         data["learning"] = comparison.as_dict()
     js = out / "report.json"
@@ -124,9 +157,17 @@ def write_report(runs: Sequence[RunData], out_dir: str | Path, estimator: str = 
     return Report(metrics, out, md, js, plots, data, comparison)
 
 
-async def build_report(source, run_ids: Sequence[str], out_dir: str | Path, estimator: str = "grpo_valid_only",
-                       gpus: int = 1, tree_round: int | None = None, control: str | None = None,
-                       late_from: int | None = None, min_difference: float = 0.0) -> Report:
+async def build_report(
+    source,
+    run_ids: Sequence[str],
+    out_dir: str | Path,
+    estimator: str = "grpo_valid_only",
+    gpus: int = 1,
+    tree_round: int | None = None,
+    control: str | None = None,
+    late_from: int | None = None,
+    min_difference: float = 0.0,
+) -> Report:
     """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root);
     `control`: the id of the no-train run paired with the single run in `run_ids`."""
     runs = await load_runs(source, run_ids)

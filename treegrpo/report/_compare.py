@@ -37,8 +37,14 @@ class Difference:
         return _stats.verdict(self.difference, self.min_difference)
 
     def as_dict(self) -> dict:
-        return {"difference": self.difference.value, "ci95": self.difference.ci95, "verdict": self.verdict,
-                "train": self.train, "control": self.control, "groups": self.groups}
+        return {
+            "difference": self.difference.value,
+            "ci95": self.difference.ci95,
+            "verdict": self.verdict,
+            "train": self.train,
+            "control": self.control,
+            "groups": self.groups,
+        }
 
 
 @dataclass
@@ -54,8 +60,12 @@ class Agreement:
         return d.lo is not None and d.hi is not None and d.lo <= 0 <= d.hi
 
     def as_dict(self) -> dict:
-        return {"identical_share": self.identical_share, "difference": self.difference.value,
-                "ci95": self.difference.ci95, "ok": self.ok}
+        return {
+            "identical_share": self.identical_share,
+            "difference": self.difference.value,
+            "ci95": self.difference.ci95,
+            "ok": self.ok,
+        }
 
 
 @dataclass
@@ -72,10 +82,16 @@ class Comparison:
         return self.pooled.verdict
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "min_difference": self.pooled.min_difference,
-                "train_run": self.train_run, "control_run": self.control_run,
-                "late_rounds": self.late_rounds, "pooled": self.pooled.as_dict(), "round1": self.round1.as_dict(),
-                "tasks": {t: d.as_dict() for t, d in self.tasks.items()}}
+        return {
+            "verdict": self.verdict,
+            "min_difference": self.pooled.min_difference,
+            "train_run": self.train_run,
+            "control_run": self.control_run,
+            "late_rounds": self.late_rounds,
+            "pooled": self.pooled.as_dict(),
+            "round1": self.round1.as_dict(),
+            "tasks": {t: d.as_dict() for t, d in self.tasks.items()},
+        }
 
 
 def default_late_from(rounds: Sequence[int]) -> int:
@@ -91,18 +107,26 @@ def _groups(data: RunData, score_of: dict[str, float]) -> dict[Key, list[float]]
     return out
 
 
-def _difference(train: dict[Key, list[float]], control: dict[Key, list[float]], keys: list[Key],
-                n: int, seed: int, min_difference: float = 0.0) -> Difference:
+def _difference(
+    train: dict[Key, list[float]],
+    control: dict[Key, list[float]],
+    keys: list[Key],
+    n: int,
+    seed: int,
+    min_difference: float = 0.0,
+) -> Difference:
     a, b = [train.get(k, []) for k in keys], [control.get(k, []) for k in keys]
     est = _stats.paired_difference(a, b, [k[0] for k in keys], n, seed)
     mean = lambda xs: float(np.mean(xs)) if xs else None  # noqa: E731
-    return Difference(est, mean([v for g in a for v in g]), mean([v for g in b for v in g]), len(keys),
-                      min_difference)
+    return Difference(
+        est, mean([v for g in a for v in g]), mean([v for g in b for v in g]), len(keys), min_difference
+    )
 
 
 def _identical_share(train: RunData, control: RunData) -> float | None:
     """Round-1 completions present in both arms with the same tokens, matched within each sibling
     group as multisets (an id hashes the run id, so nodes are matched by place and content)."""
+
     def by_group(d: RunData) -> dict[Key, Counter]:
         first, out = first_round(d.records), defaultdict(Counter)
         for r in d.records:
@@ -111,15 +135,23 @@ def _identical_share(train: RunData, control: RunData) -> float | None:
         return out
 
     t, c = by_group(train), by_group(control)
-    total = sum(max(sum(t.get(k, Counter()).values()), sum(c.get(k, Counter()).values())) for k in set(t) | set(c))
+    total = sum(
+        max(sum(t.get(k, Counter()).values()), sum(c.get(k, Counter()).values())) for k in set(t) | set(c)
+    )
     if not total:
         return None
     same = sum(sum((t[k] & c[k]).values()) for k in set(t) & set(c))
     return same / total
 
 
-def compare(train: RunData, control: RunData, late_from: int | None = None, n: int = 2000,
-            seed: int = 0, min_difference: float = 0.0) -> Comparison:
+def compare(
+    train: RunData,
+    control: RunData,
+    late_from: int | None = None,
+    n: int = 2000,
+    seed: int = 0,
+    min_difference: float = 0.0,
+) -> Comparison:
     by_task = scorers([train, control])
     gt, gc = _groups(train, scores(train, by_task)), _groups(control, scores(control, by_task))
     rounds = sorted({k[1] for k in gt} & {k[1] for k in gc})
@@ -130,7 +162,12 @@ def compare(train: RunData, control: RunData, late_from: int | None = None, n: i
     r1 = sorted(k for k in set(gt) | set(gc) if k[1] == first.get(k[0]))
     tasks = sorted({k[0] for k in keys})
     return Comparison(
-        train_run=train.run_id, control_run=control.run_id, late_rounds=late,
+        train_run=train.run_id,
+        control_run=control.run_id,
+        late_rounds=late,
         pooled=_difference(gt, gc, keys, n, seed, min_difference),
         round1=Agreement(_identical_share(train, control), _difference(gt, gc, r1, n, seed).difference),
-        tasks={t: _difference(gt, gc, [k for k in keys if k[0] == t], n, seed, min_difference) for t in tasks})
+        tasks={
+            t: _difference(gt, gc, [k for k in keys if k[0] == t], n, seed, min_difference) for t in tasks
+        },
+    )

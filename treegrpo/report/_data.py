@@ -28,8 +28,15 @@ from treegrpo.archive import (
 )
 from treegrpo.events import Kind, short_hash
 
-REPORT_KINDS = (Kind.RUN_STARTED, Kind.ROUND_STARTED, Kind.ROUND_COMPLETED, Kind.NODE_EXECUTED,
-                Kind.NODE_GRADED, Kind.GROUP_SCORED, Kind.LEARNER_STEPPED)
+REPORT_KINDS = (
+    Kind.RUN_STARTED,
+    Kind.ROUND_STARTED,
+    Kind.ROUND_COMPLETED,
+    Kind.NODE_EXECUTED,
+    Kind.NODE_GRADED,
+    Kind.GROUP_SCORED,
+    Kind.LEARNER_STEPPED,
+)
 
 
 @dataclass
@@ -59,8 +66,17 @@ def fingerprint(token_ids) -> str:
 
 
 def _light(r: NodeRecord) -> NodeRecord:
-    return dataclasses.replace(r, plan="", code="", raw_completion="", thinking="", prompt_messages=[],
-                               response_token_ids=[], response_logprobs=[], term_tail="")
+    return dataclasses.replace(
+        r,
+        plan="",
+        code="",
+        raw_completion="",
+        thinking="",
+        prompt_messages=[],
+        response_token_ids=[],
+        response_logprobs=[],
+        term_tail="",
+    )
 
 
 async def load_from_bus(bus, run_id: str) -> RunData:
@@ -81,8 +97,10 @@ async def load_from_bus(bus, run_id: str) -> RunData:
         sampled[body.node_id] = SampledFacts.of(body)
     for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
         rf = facts.rounds[key]
-        recs = [node_record(facts.graded[nid], facts.executed.get(nid), facts.rewards.get(nid), gate)
-                for nid in rf.node_ids]
+        recs = [
+            node_record(facts.graded[nid], facts.executed.get(nid), facts.rewards.get(nid), gate)
+            for nid in rf.node_ids
+        ]
         data.records += recs
         summary = round_summary(facts, rf, recs, sampled)
         if summary is not None:

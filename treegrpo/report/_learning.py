@@ -73,8 +73,9 @@ class CurveRow:
         return out
 
 
-def _cell(task: str, x: int, groups: dict[str, list[NodeRecord]], score_of: dict[str, float],
-          n: int, pooled: bool) -> CurveRow:
+def _cell(
+    task: str, x: int, groups: dict[str, list[NodeRecord]], score_of: dict[str, float], n: int, pooled: bool
+) -> CurveRow:
     members = list(groups.values())
     strata = [g[0].exp_id for g in members]
     nan = float("nan")
@@ -88,11 +89,15 @@ def _cell(task: str, x: int, groups: dict[str, list[NodeRecord]], score_of: dict
 
     none = Estimate(None)
     return CurveRow(
-        task=task, x=x, nodes=sum(map(len, members)), groups=len(members),
+        task=task,
+        x=x,
+        nodes=sum(map(len, members)),
+        groups=len(members),
         failed_share=boot(lambda r: float(r.status != Status.OK)),
         mean_oriented=none if pooled else boot(oriented),
         median_oriented=none if pooled else boot(oriented, _stats.median),
-        score=boot(lambda r: score_of.get(r.id, nan)))
+        score=boot(lambda r: score_of.get(r.id, nan)),
+    )
 
 
 def curves(data: RunData, by_task: dict[str, Scorer], axis: str = "round", n: int = 1000) -> list[CurveRow]:
@@ -107,5 +112,8 @@ def curves(data: RunData, by_task: dict[str, Scorer], axis: str = "round", n: in
             cells[(POOLED, x)][r.sibling_group].append(r)
     score_of = scores(data, by_task)
     tasks = sorted({t for t, _ in cells} - {POOLED}) + [POOLED]
-    return [_cell(t, x, cells[(t, x)], score_of, n, t == POOLED)
-            for t in tasks for x in sorted(x for tt, x in cells if tt == t)]
+    return [
+        _cell(t, x, cells[(t, x)], score_of, n, t == POOLED)
+        for t in tasks
+        for x in sorted(x for tt, x in cells if tt == t)
+    ]

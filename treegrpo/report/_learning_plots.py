@@ -13,8 +13,12 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from treegrpo.report._learning import POOLED, CurveRow  # noqa: E402
 from treegrpo.report._plots import _save  # noqa: E402
 
-MEASURES = {"failed_share": "failed share", "mean_oriented": "mean oriented metric (valid)",
-            "median_oriented": "median oriented metric (valid)", "score": "sample score (vs round 1)"}
+MEASURES = {
+    "failed_share": "failed share",
+    "mean_oriented": "mean oriented metric (valid)",
+    "median_oriented": "median oriented metric (valid)",
+    "score": "sample score (vs round 1)",
+}
 
 
 def _line(ax, rows: list[CurveRow], measure: str, label: str, style: str = "-") -> None:
@@ -24,18 +28,24 @@ def _line(ax, rows: list[CurveRow], measure: str, label: str, style: str = "-") 
     if not pts:
         return
     xs = [x for x, _ in pts]
-    line, = ax.plot(xs, [e.value for _, e in pts], marker="o", ls=style, label=label)
+    (line,) = ax.plot(xs, [e.value for _, e in pts], marker="o", ls=style, label=label)
     band = [(x, e.lo, e.hi) for x, e in pts if e.lo is not None]
     if band:
-        ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
-                        color=line.get_color(), alpha=0.15)
+        ax.fill_between(
+            [b[0] for b in band],
+            [b[1] for b in band],
+            [b[2] for b in band],
+            color=line.get_color(),
+            alpha=0.15,
+        )
 
 
 def curves_grid(curves: dict[str, list[CurveRow]], axis: str, path: Path, title: str) -> Path:
     """Rows: each task, then pooled; columns: the four measures (raw metrics not pooled)."""
     tasks = sorted({r.task for rows in curves.values() for r in rows} - {POOLED}) + [POOLED]
-    fig, axes = plt.subplots(len(tasks), len(MEASURES), figsize=(3.4 * len(MEASURES), 2.4 * len(tasks)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(tasks), len(MEASURES), figsize=(3.4 * len(MEASURES), 2.4 * len(tasks)), squeeze=False
+    )
     for i, task in enumerate(tasks):
         for j, (measure, label) in enumerate(MEASURES.items()):
             ax = axes[i][j]
@@ -54,8 +64,9 @@ def curves_grid(curves: dict[str, list[CurveRow]], axis: str, path: Path, title:
     return _save(fig, path)
 
 
-def vs_control(train: list[CurveRow], control: list[CurveRow], late_rounds: list[int], headline: str,
-               path: Path) -> Path:
+def vs_control(
+    train: list[CurveRow], control: list[CurveRow], late_rounds: list[int], headline: str, path: Path
+) -> Path:
     """The sample score by round of both arms, per task and pooled; the compared rounds shaded."""
     tasks = sorted({r.task for r in train} - {POOLED}) + [POOLED]
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.2), squeeze=False)

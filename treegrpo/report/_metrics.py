@@ -115,7 +115,8 @@ def _gpu(records: list[NodeRecord]) -> GpuStats | None:
         declared=sum(bool(r.resources) and (r.resources.get("gpu") or 0) >= 1 for r in gated),
         gpu_idle_errors=sum(r.exc_type == "GpuIdleError" for r in records),
         malformed=sum(r.decl_malformed for r in gated),
-        miss_reasons=dict(sorted(Counter(r.decl_miss_reason for r in gated if r.decl_miss_reason).items())))
+        miss_reasons=dict(sorted(Counter(r.decl_miss_reason for r in gated if r.decl_miss_reason).items())),
+    )
 
 
 def _rounds(data: RunData) -> list[RoundRow]:
@@ -128,11 +129,18 @@ def _rounds(data: RunData) -> list[RoundRow]:
         valid = [r for r in recs if r.status == Status.OK and r.oriented is not None]
         best = max(valid, key=lambda r: r.oriented, default=None)
         s = data.summaries.get(key)
-        rows.append(RoundRow(
-            task=key[0], round=key[1], nodes=len(recs), valid=sum(r.status == Status.OK for r in recs),
-            crash_rate=_rate(sum(r.status == Status.CRASHED for r in recs), len(recs)),
-            best_test_metric=s.best_test_metric if s else (best.test_metric if best else None),
-            best_oriented=best.oriented if best else None, from_summary=s is not None))
+        rows.append(
+            RoundRow(
+                task=key[0],
+                round=key[1],
+                nodes=len(recs),
+                valid=sum(r.status == Status.OK for r in recs),
+                crash_rate=_rate(sum(r.status == Status.CRASHED for r in recs), len(recs)),
+                best_test_metric=s.best_test_metric if s else (best.test_metric if best else None),
+                best_oriented=best.oriented if best else None,
+                from_summary=s is not None,
+            )
+        )
     return rows
 
 
@@ -186,15 +194,28 @@ def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
 def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) -> RunMetrics:
     recs = data.records
     counts = Counter(r.status for r in recs)
-    statuses = {s: counts.get(s, 0) for s in STATUSES} | {s: c for s, c in sorted(counts.items()) if s not in STATUSES}
+    statuses = {s: counts.get(s, 0) for s in STATUSES} | {
+        s: c for s, c in sorted(counts.items()) if s not in STATUSES
+    }
     improve, debug = _parent_outcomes(recs)
     totals = [t.total_s for t in data.timing]
     return RunMetrics(
-        run_id=data.run_id, source=data.source, schema="32-key (resource gate)" if data.gate else "25-key",
-        tasks=data.tasks, nodes=len(recs), statuses=statuses,
+        run_id=data.run_id,
+        source=data.source,
+        schema="32-key (resource gate)" if data.gate else "25-key",
+        tasks=data.tasks,
+        nodes=len(recs),
+        statuses=statuses,
         crash_rate=_rate(counts.get(Status.CRASHED, 0), len(recs)),
         valid_rate=_rate(counts.get(Status.OK, 0), len(recs)),
-        improve_keeps_valid=improve, debug_fixes_parent=debug, gpu=_gpu(recs), rounds=_rounds(data),
-        steps=len(data.timing), total_s_median=statistics.median(totals) if totals else None,
-        phases=_phases(data), node_cost_s=_node_cost(data), signal=_signal(data, estimator, gpus),
-        problems=[str(p) for p in data.problems])
+        improve_keeps_valid=improve,
+        debug_fixes_parent=debug,
+        gpu=_gpu(recs),
+        rounds=_rounds(data),
+        steps=len(data.timing),
+        total_s_median=statistics.median(totals) if totals else None,
+        phases=_phases(data),
+        node_cost_s=_node_cost(data),
+        signal=_signal(data, estimator, gpus),
+        problems=[str(p) for p in data.problems],
+    )

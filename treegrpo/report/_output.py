@@ -48,7 +48,10 @@ def summary_rows(runs: Sequence[RunMetrics]) -> list[Row]:
     ]
     est = runs[0].signal.estimator if runs else ""
     rows += [
-        (f"groups with signal ({est})", [f"{m.signal.with_signal}/{m.signal.groups} ({_pct(m.signal.share)})" for m in runs]),
+        (
+            f"groups with signal ({est})",
+            [f"{m.signal.with_signal}/{m.signal.groups} ({_pct(m.signal.share)})" for m in runs],
+        ),
         ("partial groups (not counted)", [str(m.signal.partial_groups) for m in runs]),
         ("GPU-hours (Σ total_s × GPUs)", [_num(m.signal.gpu_hours, ".2f") for m in runs]),
         ("signal groups trained / GPU-hour", [_num(m.signal.per_gpu_hour, ".2f") for m in runs]),
@@ -60,48 +63,85 @@ def phase_rows(runs: Sequence[RunMetrics]) -> list[Row]:
     rows = []
     for p in PHASES:
         if any(p in m.phases for m in runs):
-            rows.append((p, [f"{m.phases[p].median_s:.1f}s ({_pct(m.phases[p].share)})" if p in m.phases else "–"
-                             for m in runs]))
+            rows.append(
+                (
+                    p,
+                    [
+                        f"{m.phases[p].median_s:.1f}s ({_pct(m.phases[p].share)})" if p in m.phases else "–"
+                        for m in runs
+                    ],
+                )
+            )
     return rows
 
 
 def round_rows(m: RunMetrics) -> list[list[str]]:
-    return [[r.task, str(r.round), str(r.nodes), str(r.valid), _pct(r.crash_rate),
-             _num(r.best_test_metric, ".5f"), "summary" if r.from_summary else "nodes (no summary)"]
-            for r in m.rounds]
+    return [
+        [
+            r.task,
+            str(r.round),
+            str(r.nodes),
+            str(r.valid),
+            _pct(r.crash_rate),
+            _num(r.best_test_metric, ".5f"),
+            "summary" if r.from_summary else "nodes (no summary)",
+        ]
+        for r in m.rounds
+    ]
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     esc = [[c.replace("|", "\\|") for c in row] for row in rows]
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in esc]
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + [
+        "| " + " | ".join(r) + " |" for r in esc
+    ]
 
 
 def markdown(runs: Sequence[RunMetrics], plots: dict[str, str], gpus: int, estimator: str) -> str:
     ids = [m.run_id for m in runs]
-    out = ["# treegrpo capability report", "", "Runs: " + ", ".join(f"`{m.run_id}` ({m.source})" for m in runs), ""]
-    out += ["## Side by side", ""] + _md_table(["measure", *ids], [[k, *v] for k, v in summary_rows(runs)]) + [""]
+    out = [
+        "# treegrpo capability report",
+        "",
+        "Runs: " + ", ".join(f"`{m.run_id}` ({m.source})" for m in runs),
+        "",
+    ]
+    out += (
+        ["## Side by side", ""]
+        + _md_table(["measure", *ids], [[k, *v] for k, v in summary_rows(runs)])
+        + [""]
+    )
     if any(m.phases for m in runs):
         out += ["## Per-step phases (median, share of Σ total_s)", ""]
         out += _md_table(["phase", *ids], [[k, *v] for k, v in phase_rows(runs)]) + [""]
     for m in runs:
         if m.gpu and m.gpu.miss_reasons:
-            out += [f"Declaration misses in `{m.run_id}`: " + "; ".join(f"{k!r}: {v}" for k, v in m.gpu.miss_reasons.items()), ""]
+            out += [
+                f"Declaration misses in `{m.run_id}`: "
+                + "; ".join(f"{k!r}: {v}" for k, v in m.gpu.miss_reasons.items()),
+                "",
+            ]
     out += ["## Rounds", ""]
     for m in runs:
         out += [f"### {m.run_id}", ""]
-        out += _md_table(["task", "round", "nodes", "valid", "crash rate", "best test metric", "from"], round_rows(m)) + [""]
+        out += _md_table(
+            ["task", "round", "nodes", "valid", "crash rate", "best test metric", "from"], round_rows(m)
+        ) + [""]
     out += ["## Plots", ""] + [f"![{title}]({name})" for title, name in plots.items()] + [""]
-    out += ["## Definitions", "",
-            "- crash rate: nodes with status `crashed` / all nodes; valid rate: status `ok` / all nodes.",
-            "- improve keeps a valid parent valid: `improve` nodes whose parent (followed by `parent_id`, every "
-            "round incl. partial ones) is `ok`, counted `ok`; debug fixes its parent: `debug` nodes whose parent is "
-            "not `ok`, counted `ok`.",
-            "- GPU declared: a parsed `[tool.resources]` with gpu ≥ 1; GpuIdleError: `exc_type`; malformed: `decl_malformed`.",
-            f"- learning signal: a complete sibling group has a non-zero advantage under `{estimator}`; groups of a "
-            "round that stopped mid-group are listed as partial and not counted.",
-            f"- GPU-hours = Σ timing `total_s` × {gpus} GPU(s) / 3600; signal groups per GPU-hour counts the groups "
-            "that step trained on (the learner's `sibling_groups`, or for seed runs the round whose number is the step).",
-            "- per-node step cost: median over steps of `total_s` / nodes that step trained on.", ""]
+    out += [
+        "## Definitions",
+        "",
+        "- crash rate: nodes with status `crashed` / all nodes; valid rate: status `ok` / all nodes.",
+        "- improve keeps a valid parent valid: `improve` nodes whose parent (followed by `parent_id`, every "
+        "round incl. partial ones) is `ok`, counted `ok`; debug fixes its parent: `debug` nodes whose parent is "
+        "not `ok`, counted `ok`.",
+        "- GPU declared: a parsed `[tool.resources]` with gpu ≥ 1; GpuIdleError: `exc_type`; malformed: `decl_malformed`.",
+        f"- learning signal: a complete sibling group has a non-zero advantage under `{estimator}`; groups of a "
+        "round that stopped mid-group are listed as partial and not counted.",
+        f"- GPU-hours = Σ timing `total_s` × {gpus} GPU(s) / 3600; signal groups per GPU-hour counts the groups "
+        "that step trained on (the learner's `sibling_groups`, or for seed runs the round whose number is the step).",
+        "- per-node step cost: median over steps of `total_s` / nodes that step trained on.",
+        "",
+    ]
     problems = [p for m in runs for p in m.problems]
     if problems:
         out += ["## Input problems (skipped)", ""] + [f"- {p}" for p in problems[:200]] + [""]
@@ -110,7 +150,10 @@ def markdown(runs: Sequence[RunMetrics], plots: dict[str, str], gpus: int, estim
 
 def print_rich(runs: Sequence[RunMetrics], console: Console) -> None:
     ids = [m.run_id for m in runs]
-    for title, rows in (("Capability", summary_rows(runs)), ("Per-step phases (median, share)", phase_rows(runs))):
+    for title, rows in (
+        ("Capability", summary_rows(runs)),
+        ("Per-step phases (median, share)", phase_rows(runs)),
+    ):
         if not rows:
             continue
         t = Table(title=title)

@@ -14,10 +14,17 @@ from treegrpo.archive import PHASES, NodeRecord, walk  # noqa: E402
 from treegrpo.events import Status
 from treegrpo.report._metrics import RunMetrics  # noqa: E402
 
-STATUS_COLORS = {Status.OK: "#2ca02c", Status.CRASHED: "#d62728", Status.TIMEOUT: "#ff7f0e",
-                 Status.NO_CODE: "#7f7f7f", Status.INVALID_SUBMISSION: "#9467bd",
-                 Status.NO_SUBMISSION: "#8c564b"}
-PHASE_COLORS = dict(zip(PHASES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"], strict=False))
+STATUS_COLORS = {
+    Status.OK: "#2ca02c",
+    Status.CRASHED: "#d62728",
+    Status.TIMEOUT: "#ff7f0e",
+    Status.NO_CODE: "#7f7f7f",
+    Status.INVALID_SUBMISSION: "#9467bd",
+    Status.NO_SUBMISSION: "#8c564b",
+}
+PHASE_COLORS = dict(
+    zip(PHASES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"], strict=False)
+)
 
 
 def _save(fig, path: Path) -> Path:
@@ -33,7 +40,9 @@ def crash_rate_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
         pts = [(r.round, r.crash_rate) for r in m.rounds if r.crash_rate is not None]
         if pts:
             ax.plot(*zip(*pts, strict=False), marker="o", label=m.run_id)
-    ax.set(xlabel="round", ylabel="crash rate (status crashed / nodes)", ylim=(0, 1), title="Crash rate by round")
+    ax.set(
+        xlabel="round", ylabel="crash rate (status crashed / nodes)", ylim=(0, 1), title="Crash rate by round"
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -59,7 +68,11 @@ def best_metric_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     for m in runs:
         for task in m.tasks:
-            pts = [(r.round, r.best_test_metric) for r in m.rounds if r.task == task and r.best_test_metric is not None]
+            pts = [
+                (r.round, r.best_test_metric)
+                for r in m.rounds
+                if r.task == task and r.best_test_metric is not None
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=False), marker="o", label=f"{m.run_id} · {task}")
     ax.set(xlabel="round", ylabel="best test metric (raw)", title="Best test metric by round")

@@ -96,8 +96,13 @@ def median(x: np.ndarray) -> np.ndarray:
     return np.nanmedian(x, axis=1)
 
 
-def cluster_bootstrap(clusters: Sequence[Sequence[float]], strata: Sequence[str], stat: Stat = mean,
-                      n: int = 1000, seed: int = 0) -> Estimate:
+def cluster_bootstrap(
+    clusters: Sequence[Sequence[float]],
+    strata: Sequence[str],
+    stat: Stat = mean,
+    n: int = 1000,
+    seed: int = 0,
+) -> Estimate:
     """`stat` over all values (NaN = not counted) with a 95 % interval from resampling clusters."""
     if not clusters:
         return Estimate(None)
@@ -107,8 +112,13 @@ def cluster_bootstrap(clusters: Sequence[Sequence[float]], strata: Sequence[str]
     return _interval(point, _quiet(stat, m[idx].reshape(n, -1)))
 
 
-def paired_difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], strata: Sequence[str],
-                      n: int = 2000, seed: int = 0) -> Estimate:
+def paired_difference(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    strata: Sequence[str],
+    n: int = 2000,
+    seed: int = 0,
+) -> Estimate:
     """mean(a) − mean(b) over paired clusters (a[i] and b[i] sit at the same place in both trees:
     task, round, step), resampling the pairs together. A cluster missing in one arm is empty there."""
     if not a:

@@ -25,8 +25,17 @@ def _from_dirs(paths: list[str]):
     return data
 
 
-async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_round: int | None, nats: str,
-                 control: str, late_from: int | None, min_difference: float):
+async def _build(
+    runs: list[str],
+    out: Path,
+    estimator: str,
+    gpus: int,
+    tree_round: int | None,
+    nats: str,
+    control: str,
+    late_from: int | None,
+    min_difference: float,
+):
     if control and len(runs) != 1:
         raise typer.BadParameter("--control pairs with exactly one train run")
     given = runs + ([control] if control else [])
@@ -37,33 +46,77 @@ async def _build(runs: list[str], out: Path, estimator: str, gpus: int, tree_rou
         from treegrpo.report._build import write_report
 
         ctl = _from_dirs([control])[0] if control else None
-        return write_report(_from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference)
+        return write_report(
+            _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference
+        )
     from treegrpo.bus import Bus
     from treegrpo.nats_url import resolve_nats_url
 
     bus = await Bus.connect(resolve_nats_url(nats), "report/cli")
     try:
-        return await build_report(bus, runs, out, estimator, gpus, tree_round, control or None, late_from,
-                                  min_difference)
+        return await build_report(
+            bus, runs, out, estimator, gpus, tree_round, control or None, late_from, min_difference
+        )
     finally:
         await bus.close()
 
 
-def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, or seed-format roots / run dirs; none = every run on the bus")] = None,
-           out: Annotated[Path, typer.Option("--out", "-o", help="Where report.md, report.json and the PNGs go")] = Path("report"),
-           as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON instead of tables")] = False,
-           estimator: Annotated[str, typer.Option(help=f"Advantage estimator: {', '.join(ESTIMATORS)}")] = "grpo_valid_only",
-           gpus: Annotated[int, typer.Option(min=1, help="GPUs per training step, for GPU-hours = Σ total_s × GPUs")] = 1,
-           tree_round: Annotated[int, typer.Option(help="Round of the first run to draw as a tree (default: its last complete one)")] = None,
-           control: Annotated[str, typer.Option("--control", help="The paired no-train run (`treegrpo run --control`): adds train − control and the verdict")] = "",
-           late_from: Annotated[int, typer.Option("--late-from", min=2, help="First round compared with the control (default: the later half of the rounds)")] = None,
-           min_difference: Annotated[float, typer.Option("--min-difference", min=0.0, help="`learned` also needs train − control ≥ this (sample score units); 0 = the interval alone")] = 0.0,
-           nats: Annotated[str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")] = "") -> None:
+def report(
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run ids on the bus, or seed-format roots / run dirs; none = every run on the bus"
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Where report.md, report.json and the PNGs go")
+    ] = Path("report"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the numbers as JSON instead of tables")
+    ] = False,
+    estimator: Annotated[
+        str, typer.Option(help=f"Advantage estimator: {', '.join(ESTIMATORS)}")
+    ] = "grpo_valid_only",
+    gpus: Annotated[
+        int, typer.Option(min=1, help="GPUs per training step, for GPU-hours = Σ total_s × GPUs")
+    ] = 1,
+    tree_round: Annotated[
+        int, typer.Option(help="Round of the first run to draw as a tree (default: its last complete one)")
+    ] = None,
+    control: Annotated[
+        str,
+        typer.Option(
+            "--control",
+            help="The paired no-train run (`treegrpo run --control`): adds train − control and the verdict",
+        ),
+    ] = "",
+    late_from: Annotated[
+        int,
+        typer.Option(
+            "--late-from",
+            min=2,
+            help="First round compared with the control (default: the later half of the rounds)",
+        ),
+    ] = None,
+    min_difference: Annotated[
+        float,
+        typer.Option(
+            "--min-difference",
+            min=0.0,
+            help="`learned` also needs train − control ≥ this (sample score units); 0 = the interval alone",
+        ),
+    ] = 0.0,
+    nats: Annotated[
+        str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")
+    ] = "",
+) -> None:
     """The capability report of one or more runs: printed, and written as Markdown + PNG plots."""
     if estimator not in ESTIMATORS:
         raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
     try:
-        rep = asyncio.run(_build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from, min_difference))
+        rep = asyncio.run(
+            _build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from, min_difference)
+        )
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
@@ -76,5 +129,7 @@ def report(runs: Annotated[list[str], typer.Argument(help="Run ids on the bus, o
     if rep.comparison is not None:
         from treegrpo.report._learning_output import verdict_line
 
-        console.print(f"[bold]{verdict_line(rep.comparison)}[/]  curves: {rep.out_dir / 'learning_vs_control.png'}",
-                      soft_wrap=True)
+        console.print(
+            f"[bold]{verdict_line(rep.comparison)}[/]  curves: {rep.out_dir / 'learning_vs_control.png'}",
+            soft_wrap=True,
+        )

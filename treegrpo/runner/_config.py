@@ -36,18 +36,40 @@ SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
 
 
 class RunnerSettings(Section):
-    nats_url: str = Field(default="", description="Use this NATS instead of the embedded server (or the one `treegrpo nats up` runs)")
-    out_dir: str = Field(default="", description="Where the export and report go; empty = $TREEGRPO_HOME/runs/<run_id>")
-    attach: bool = Field(default=False, description="Services are already running (compose, Kubernetes): only publish run.started, follow, export, report")
-    restart_services: bool = Field(default=True, description="Restart a service process that died (crash or kill)")
+    nats_url: str = Field(
+        default="",
+        description="Use this NATS instead of the embedded server (or the one `treegrpo nats up` runs)",
+    )
+    out_dir: str = Field(
+        default="", description="Where the export and report go; empty = $TREEGRPO_HOME/runs/<run_id>"
+    )
+    attach: bool = Field(
+        default=False,
+        description="Services are already running (compose, Kubernetes): only publish run.started, follow, export, report",
+    )
+    restart_services: bool = Field(
+        default=True, description="Restart a service process that died (crash or kill)"
+    )
     max_restarts: int = Field(default=50, ge=0, description="Per service, then the run fails")
     stop_grace_s: float = Field(default=20.0, gt=0, description="SIGTERM, then SIGKILL after this long")
-    stuck_after_s: float = Field(default=300.0, ge=0, description="Kill and restart a service whose heartbeat (event or consumer loop) is older than this; 0 = never")
+    stuck_after_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Kill and restart a service whose heartbeat (event or consumer loop) is older than this; 0 = never",
+    )
     timeout_s: float = Field(default=0.0, ge=0, description="Fail the run after this long (0 = no limit)")
-    learner_idle_s: float = Field(default=120.0, gt=0, description="After the last round, wait this long for a learner step before finishing anyway")
+    learner_idle_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="After the last round, wait this long for a learner step before finishing anyway",
+    )
     export: bool = Field(default=True, description="Write the seed-format data root at the end")
     report: bool = Field(default=True, description="Write the report (Markdown + plots) at the end")
-    min_free_mb: float = Field(default=500.0, ge=0, description="Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this")
+    min_free_mb: float = Field(
+        default=500.0,
+        ge=0,
+        description="Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this",
+    )
     live: bool = Field(default=True, description="Live progress display (off: one line per round)")
 
 

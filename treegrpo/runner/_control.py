@@ -84,6 +84,9 @@ async def execute_paired(config: Path | None, overrides: list[str], console: Con
     result.report_dir, result.verdict = rep.out_dir, rep.comparison.verdict
     result.line = verdict_line(rep.comparison)
     console.print(f"[bold]{result.line}[/]", soft_wrap=True)  # one line each, whatever the width: grep-able
-    console.print(f"curves: {rep.out_dir / 'learning_vs_control.png'}, {rep.out_dir / 'learning_curves.png'}; "
-                  f"report: {rep.markdown_path}", soft_wrap=True)
+    console.print(
+        f"curves: {rep.out_dir / 'learning_vs_control.png'}, {rep.out_dir / 'learning_curves.png'}; "
+        f"report: {rep.markdown_path}",
+        soft_wrap=True,
+    )
     return result

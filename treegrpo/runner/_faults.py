@@ -43,8 +43,10 @@ class FaultWatch:
             return ""
         if free_mb >= self.min_free_mb:
             return ""
-        return (f"low disk: {free_mb:,.0f} MB free under {what} {folder} (< runner.min_free_mb = "
-                f"{self.min_free_mb:,.0f}); a full disk stops NATS and checkpoints")
+        return (
+            f"low disk: {free_mb:,.0f} MB free under {what} {folder} (< runner.min_free_mb = "
+            f"{self.min_free_mb:,.0f}); a full disk stops NATS and checkpoints"
+        )
 
     def _nats(self) -> str:
         if self.bus.nc.is_connected:

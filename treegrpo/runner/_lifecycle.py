@@ -25,11 +25,19 @@ def new_run_id() -> str:
 
 async def claim_run(bus: Bus, spec: RunSpec) -> None:
     """Publish the run's `run.started`; ConfigError if that run id is taken."""
-    body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=spec.tasks, rounds=spec.rounds,
-                         train=spec.train, max_staleness=spec.max_staleness, resource_gate=spec.resource_gate)
+    body = pb.RunStarted(
+        run_spec_json=spec.model_dump_json(),
+        tasks=spec.tasks,
+        rounds=spec.rounds,
+        train=spec.train,
+        max_staleness=spec.max_staleness,
+        resource_gate=spec.resource_gate,
+    )
     if not await bus.claim(ev_mod.make_event(spec.run_id, "runner", body)):
-        raise ConfigError(f"run {spec.run_id!r} already exists in the log: `treegrpo run --resume {spec.run_id}` "
-                          f"continues it; a new run needs another id")
+        raise ConfigError(
+            f"run {spec.run_id!r} already exists in the log: `treegrpo run --resume {spec.run_id}` "
+            f"continues it; a new run needs another id"
+        )
 
 
 async def reopen_run(bus: Bus, run_id: str) -> int:
@@ -44,6 +52,8 @@ async def reopen_run(bus: Bus, run_id: str) -> int:
 async def end_run(bus: Bus, run_id: str, attempt: int, outcome: str, reason: str) -> None:
     """Record how this attempt ended (and `run.completed`, the terminal fact, when it completed)."""
     if outcome == "completed":
-        await bus.publish(ev_mod.make_event(run_id, "runner", pb.RunCompleted(outcome="completed", reason=reason)))
+        await bus.publish(
+            ev_mod.make_event(run_id, "runner", pb.RunCompleted(outcome="completed", reason=reason))
+        )
     body = pb.RunEnded(outcome=outcome, reason=reason[:2000], attempt=attempt)
     await bus.publish(ev_mod.make_event(run_id, "runner", body))

@@ -64,8 +64,12 @@ class Progress:
         elif kind == Kind.NODE_GRADED and tp:
             tp.graded += 1
             tp.statuses[b.status] += 1
-            if b.status == "ok" and b.HasField("oriented") and b.HasField("test_metric") \
-                    and b.oriented > tp.round_best.get(b.round, (float("-inf"),))[0]:
+            if (
+                b.status == "ok"
+                and b.HasField("oriented")
+                and b.HasField("test_metric")
+                and b.oriented > tp.round_best.get(b.round, (float("-inf"),))[0]
+            ):
                 tp.round_best[b.round] = (b.oriented, b.test_metric)
         elif kind == Kind.GROUP_SCORED:
             self.groups_scored += 1
@@ -94,24 +98,38 @@ class Progress:
             total.update(tp.statuses)
         return total
 
-    def table(self, services: dict[str, tuple[bool, int, str]] | None = None, faults: list[str] | None = None) -> Table:
+    def table(
+        self, services: dict[str, tuple[bool, int, str]] | None = None, faults: list[str] | None = None
+    ) -> Table:
         elapsed = time.time() - self.started
-        t = Table(title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
-                        f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
-                        f"groups {self.groups_scored} scored, {self.groups_trained} trained, "
-                        f"{self.groups_with_signal} with signal", title_justify="left")
+        t = Table(
+            title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
+            f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
+            f"groups {self.groups_scored} scored, {self.groups_trained} trained, "
+            f"{self.groups_with_signal} with signal",
+            title_justify="left",
+        )
         for col in ("task", "round", "sampled", "graded", "ok", "crashed", "timeout", "other", "best"):
             t.add_column(col, justify="right" if col != "task" else "left")
         for name, tp in self.per_task.items():
             st = tp.statuses
             other = sum(v for k, v in st.items() if k not in (Status.OK, Status.CRASHED, Status.TIMEOUT))
-            t.add_row(name, f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})", str(tp.sampled), str(tp.graded),
-                      f"[green]{st[Status.OK]}[/]", f"[red]{st[Status.CRASHED]}[/]",
-                      f"[yellow]{st[Status.TIMEOUT]}[/]",
-                      str(other), "—" if tp.best is None else f"{tp.best:.4g}")
+            t.add_row(
+                name,
+                f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})",
+                str(tp.sampled),
+                str(tp.graded),
+                f"[green]{st[Status.OK]}[/]",
+                f"[red]{st[Status.CRASHED]}[/]",
+                f"[yellow]{st[Status.TIMEOUT]}[/]",
+                str(other),
+                "—" if tp.best is None else f"{tp.best:.4g}",
+            )
         if services:
-            line = "  ".join(f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"
-                             for n, (alive, r, state) in services.items())
+            line = "  ".join(
+                f"{'[green]' if alive else '[red]'}{n}[/] ({state}, {r} restarts)"
+                for n, (alive, r, state) in services.items()
+            )
             t.caption = line
         if faults:  # what is wrong right now, under the table until it clears
             t.caption = "\n".join([*(f"[bold red]! {f}[/]" for f in faults), t.caption or ""]).rstrip()

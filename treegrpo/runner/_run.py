@@ -56,19 +56,35 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
     wiring = {
         # the runner says run.completed once training caught up too, not when rollout ends;
         # unpacked adapters per run: two runs' samplers on one home must not share v1/
-        "sampler": {"model": model, "grpc": {"port": grpc_port, "host": "127.0.0.1"}, "publish_run_completed": False,
-                    "workdir": str(run_dir / "sampler"), **run},
+        "sampler": {
+            "model": model,
+            "grpc": {"port": grpc_port, "host": "127.0.0.1"},
+            "publish_run_completed": False,
+            "workdir": str(run_dir / "sampler"),
+            **run,
+        },
         "executor": {**run},
         "grader": {**run},
-        "learner": {"model": rf.service("learner").model or model,
-                    "sampler_endpoints": [f"127.0.0.1:{grpc_port}"], **run},
+        "learner": {
+            "model": rf.service("learner").model or model,
+            "sampler_endpoints": [f"127.0.0.1:{grpc_port}"],
+            **run,
+        },
     }
     # one span file per service: several processes appending to one file could interleave lines;
     # heartbeats per run, so two runs on one home never read each other's
-    traces = {n: {"telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
-                  "health": {"file": str(heartbeat_path(n, root=run_dir))}} for n in SERVICE_NAMES}
+    traces = {
+        n: {
+            "telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
+            "health": {"file": str(heartbeat_path(n, root=run_dir))},
+        }
+        for n in SERVICE_NAMES
+    }
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
-    return {n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICE_NAMES}
+    return {
+        n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n))
+        for n in SERVICE_NAMES
+    }
 
 
 def validate_sections(sections: dict[str, dict]) -> None:
@@ -135,7 +151,9 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
         nats.close()
 
 
-async def _execute(rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus) -> RunResult:
+async def _execute(
+    rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus
+) -> RunResult:
     spec = await existing_spec(bus, resume) if resume else rf.spec()
     if not resume:
         spec = spec.model_copy(update={"run_id": spec.run_id or new_run_id()})
@@ -155,8 +173,11 @@ async def _execute(rf: RunFile, resume: str, console: Console, home: Path, nats:
     run_dir.mkdir(parents=True, exist_ok=True)
     paths = write_configs(sections, run_dir)
     sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
-    env = {"TREEGRPO_HOME": str(home), "TREEGRPO_NATS_URL": nats.url,
-           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    env = {
+        "TREEGRPO_HOME": str(home),
+        "TREEGRPO_NATS_URL": nats.url,
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+    }
     for name in paths:
         if not rf.runner.attach:
             sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
@@ -167,10 +188,12 @@ async def _execute(rf: RunFile, resume: str, console: Console, home: Path, nats:
     watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
     try:
         sup.start_all()
-        console.print(f"[bold]run {spec.run_id}[/]{f' (attempt {attempt})' if attempt > 1 else ''} — "
-                      f"{len(spec.tasks)} task(s) × {spec.rounds} round(s), "
-                      f"E={spec.tree.expansions} G={spec.tree.group_size}, train={spec.train}, "
-                      f"max_staleness={spec.max_staleness}; logs in {run_dir / 'logs'}")
+        console.print(
+            f"[bold]run {spec.run_id}[/]{f' (attempt {attempt})' if attempt > 1 else ''} — "
+            f"{len(spec.tasks)} task(s) × {spec.rounds} round(s), "
+            f"E={spec.tree.expansions} G={spec.tree.group_size}, train={spec.train}, "
+            f"max_staleness={spec.max_staleness}; logs in {run_dir / 'logs'}"
+        )
         outcome, reason = await _supervise(rf, sup, nats, faults, progress, console)
     except (KeyboardInterrupt, asyncio.CancelledError):
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
@@ -219,13 +242,19 @@ async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asynci
             await asyncio.sleep(0.5)
 
 
-async def _supervise(rf: RunFile, sup: Supervisor, nats: NatsHandle, faults: FaultWatch, progress: Progress,
-                     console: Console) -> tuple[str, str]:
+async def _supervise(
+    rf: RunFile, sup: Supervisor, nats: NatsHandle, faults: FaultWatch, progress: Progress, console: Console
+) -> tuple[str, str]:
     """(outcome, reason) once the run completed or failed; faults are printed as they begin and clear."""
     deadline = time.time() + rf.runner.timeout_s if rf.runner.timeout_s else float("inf")
     services = lambda: {n: (p.alive, p.restarts, sup.state(p)) for n, p in sup.procs.items()}  # noqa: E731
-    with Live(progress.table(services(), faults.lines), console=console, refresh_per_second=2,
-              transient=False, auto_refresh=rf.runner.live) as live:
+    with Live(
+        progress.table(services(), faults.lines),
+        console=console,
+        refresh_per_second=2,
+        transient=False,
+        auto_refresh=rf.runner.live,
+    ) as live:
         while True:
             await asyncio.sleep(0.5)
             for note in filter(None, [nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]):
@@ -254,8 +283,10 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
             console.print(f"[red]export broke the seed's invariants:[/] {exc}")
             return False
         r = export_runs_result[0]
-        console.print(f"[green]exported[/] {r.nodes} nodes in {r.rounds} task-rounds ({r.bytes / 1e6:.1f} MB) "
-                      f"as the seed's data root: {r.path}")
+        console.print(
+            f"[green]exported[/] {r.nodes} nodes in {r.rounds} task-rounds ({r.bytes / 1e6:.1f} MB) "
+            f"as the seed's data root: {r.path}"
+        )
     if rf.runner.report:
         from treegrpo.report import build_report
 

@@ -23,7 +23,7 @@ from treegrpo._proc import die_with_parent
 from treegrpo.health import Heartbeat, problems, read_heartbeat
 
 PERMANENT_EXITS = (2, 78)  # a usage/config error, or treegrpo.service.EXIT_PERMANENT
-ERRORS_SHOWN_AFTER = 3     # a service's errors are shown once this many piled up since the last note
+ERRORS_SHOWN_AFTER = 3  # a service's errors are shown once this many piled up since the last note
 
 
 @dataclass
@@ -44,7 +44,9 @@ class Proc:
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path, max_restarts: int = 50, restart: bool = True, stuck_after_s: float = 0.0):
+    def __init__(
+        self, run_dir: Path, max_restarts: int = 50, restart: bool = True, stuck_after_s: float = 0.0
+    ):
         self.run_dir = run_dir
         self.max_restarts = max_restarts
         self.restart = restart
@@ -53,7 +55,9 @@ class Supervisor:
         self.gave_up: list[str] = []
         self.failures: dict[str, str] = {}  # service -> the permanent fault it exited with
 
-    def add_service(self, name: str, config_path: Path, env: dict[str, str], health_file: Path | None = None) -> None:
+    def add_service(
+        self, name: str, config_path: Path, env: dict[str, str], health_file: Path | None = None
+    ) -> None:
         argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--config", str(config_path)]
         self.procs[name] = Proc(name, argv, self.run_dir / "logs" / f"{name}.log", env, health_file)
 
@@ -62,8 +66,14 @@ class Supervisor:
         log = open(p.log_path, "ab")
         log.write(f"\n==== start {time.strftime('%H:%M:%S')} (restart {p.restarts}) ====\n".encode())
         log.flush()
-        p.proc = subprocess.Popen(p.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **p.env},
-                                  start_new_session=True, preexec_fn=die_with_parent())
+        p.proc = subprocess.Popen(
+            p.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **p.env},
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         p.started_at = time.time()
         p.errors_noted = 0  # a new process counts its errors from zero
         log.close()

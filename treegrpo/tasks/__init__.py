@@ -9,31 +9,54 @@ verifies its corpus, the runner generates the built-in tasks (needs the `grader`
 """
 
 from treegrpo.tasks._builtin import (
-           BUILTINS,
-           GENERATOR_VERSION,
-           builtin_task,
-           ensure_builtin_tasks,
-           generate_task,
+    BUILTINS,
+    GENERATOR_VERSION,
+    builtin_task,
+    ensure_builtin_tasks,
+    generate_task,
 )
 from treegrpo.tasks._grade import (
-           AnswersUnavailable,
-           GradeResult,
-           grade_submission,
-           load_answers,
-           score_frame,
+    AnswersUnavailable,
+    GradeResult,
+    grade_submission,
+    load_answers,
+    score_frame,
 )
 from treegrpo.tasks._mlebench import (
-           UnsupportedCompetition,
-           list_competitions,
-           mlebench_available,
-           read_competition,
+    UnsupportedCompetition,
+    list_competitions,
+    mlebench_available,
+    read_competition,
 )
 from treegrpo.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
 from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, read_submission
 from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
 
-__all__ = ["BUILTINS", "COMPETITIONS", "DEFAULT_MAX_BYTES", "GENERATOR_VERSION", "AnswersUnavailable",
-           "CompetitionSpec", "GradeResult", "InvalidSubmission", "Metric", "Task", "TaskRegistry",
-           "UnknownTask", "UnsupportedCompetition", "Validation", "builtin_task", "ensure_builtin_tasks",
-           "generate_task", "get_task", "grade_submission", "list_competitions", "list_tasks", "load_answers",
-           "mlebench_available", "read_competition", "read_submission", "score_frame"]
+__all__ = [
+    "BUILTINS",
+    "COMPETITIONS",
+    "DEFAULT_MAX_BYTES",
+    "GENERATOR_VERSION",
+    "AnswersUnavailable",
+    "CompetitionSpec",
+    "GradeResult",
+    "InvalidSubmission",
+    "Metric",
+    "Task",
+    "TaskRegistry",
+    "UnknownTask",
+    "UnsupportedCompetition",
+    "Validation",
+    "builtin_task",
+    "ensure_builtin_tasks",
+    "generate_task",
+    "get_task",
+    "grade_submission",
+    "list_competitions",
+    "list_tasks",
+    "load_answers",
+    "mlebench_available",
+    "read_competition",
+    "read_submission",
+    "score_frame",
+]

@@ -45,12 +45,29 @@ class BuiltinSpec:
     index: int  # stream of the seed this task draws from (tasks are independent)
 
 
-BUILTINS: dict[str, BuiltinSpec] = {b.id: b for b in (
-    BuiltinSpec("spooky-mini", "Spooky Author Identification (mini)", "spooky-author-identification", desc.SPOOKY, 0),
-    BuiltinSpec("cactus-mini", "Aerial Cactus Identification (mini)", "aerial-cactus-identification", desc.CACTUS, 1),
-    BuiltinSpec("plant-mini", "Plant Pathology (mini)", "plant-pathology-2020-fgvc7", desc.PLANT, 2),
-    BuiltinSpec("dogscats-mini", "Dogs vs. Cats (mini)", "dogs-vs-cats-redux-kernels-edition", desc.DOGSCATS, 3),
-)}
+BUILTINS: dict[str, BuiltinSpec] = {
+    b.id: b
+    for b in (
+        BuiltinSpec(
+            "spooky-mini",
+            "Spooky Author Identification (mini)",
+            "spooky-author-identification",
+            desc.SPOOKY,
+            0,
+        ),
+        BuiltinSpec(
+            "cactus-mini",
+            "Aerial Cactus Identification (mini)",
+            "aerial-cactus-identification",
+            desc.CACTUS,
+            1,
+        ),
+        BuiltinSpec("plant-mini", "Plant Pathology (mini)", "plant-pathology-2020-fgvc7", desc.PLANT, 2),
+        BuiltinSpec(
+            "dogscats-mini", "Dogs vs. Cats (mini)", "dogs-vs-cats-redux-kernels-edition", desc.DOGSCATS, 3
+        ),
+    )
+}
 
 
 def _png(path: Path, arr: np.ndarray) -> None:
@@ -70,7 +87,9 @@ def _write_spooky(rng: np.random.Generator, pub: Path) -> pd.DataFrame:
     return frames["answers.csv"]
 
 
-def _write_cactus(rng: np.random.Generator, pub: Path, n_train: int = 1500, n_test: int = 500) -> pd.DataFrame:
+def _write_cactus(
+    rng: np.random.Generator, pub: Path, n_train: int = 1500, n_test: int = 500
+) -> pd.DataFrame:
     n = n_train + n_test
     labels = (rng.random(n) < 0.75).astype(int)
     ids = [f"{v:08x}.png" for v in rng.choice(2**32, size=n, replace=False)]
@@ -99,7 +118,9 @@ def _write_plant(rng: np.random.Generator, pub: Path, n_train: int = 1200, n_tes
     return onehot.iloc[n_train:].reset_index(drop=True)
 
 
-def _write_dogscats(rng: np.random.Generator, pub: Path, n_train: int = 1500, n_test: int = 500) -> pd.DataFrame:
+def _write_dogscats(
+    rng: np.random.Generator, pub: Path, n_train: int = 1500, n_test: int = 500
+) -> pd.DataFrame:
     labels = (rng.random(n_train + n_test) < 0.5).astype(int)
     for sub in ("train", "test"):
         (pub / sub).mkdir()
@@ -117,8 +138,10 @@ def _write_dogscats(rng: np.random.Generator, pub: Path, n_train: int = 1500, n_
 
 
 WRITERS: dict[str, Callable[[np.random.Generator, Path], pd.DataFrame]] = {
-    "spooky-mini": _write_spooky, "cactus-mini": _write_cactus,
-    "plant-mini": _write_plant, "dogscats-mini": _write_dogscats,
+    "spooky-mini": _write_spooky,
+    "cactus-mini": _write_cactus,
+    "plant-mini": _write_plant,
+    "dogscats-mini": _write_dogscats,
 }
 
 
@@ -142,8 +165,16 @@ def builtin_task(task_id: str, home: Path | None = None) -> Task:
     """The Task of a built-in (without generating it; see `ensure_builtin_tasks`)."""
     spec = BUILTINS[task_id]
     root = (home or treegrpo_home()) / "tasks"
-    return task_from_spec(task_id, spec.name, spec.description, root / "public" / task_id,
-                          root / "private" / task_id, COMPETITIONS[spec.mirrors], "builtin", ANSWERS)
+    return task_from_spec(
+        task_id,
+        spec.name,
+        spec.description,
+        root / "public" / task_id,
+        root / "private" / task_id,
+        COMPETITIONS[spec.mirrors],
+        "builtin",
+        ANSWERS,
+    )
 
 
 def _stamp(task_id: str, seed: int, private: bool) -> str:
@@ -151,8 +182,9 @@ def _stamp(task_id: str, seed: int, private: bool) -> str:
     return f"{task_id} generator=v{GENERATOR_VERSION} seed={seed} {sides}\n"
 
 
-def ensure_builtin_tasks(home: Path | None = None, seed: int = DEFAULT_SEED,
-                         tasks: list[str] | None = None, private: bool = True) -> dict[str, Task]:
+def ensure_builtin_tasks(
+    home: Path | None = None, seed: int = DEFAULT_SEED, tasks: list[str] | None = None, private: bool = True
+) -> dict[str, Task]:
     """Generate the built-in tasks into `$TREEGRPO_HOME/tasks/` unless already there; return them.
 
     `private=False` writes only the public folders (e.g. on an executor host that must never hold

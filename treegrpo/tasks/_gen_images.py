@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-S = 64   # drawing canvas
+S = 64  # drawing canvas
 OUT = 32
 
 
@@ -28,8 +28,9 @@ def _finish(rng: np.random.Generator, img: Image.Image, noise: float) -> np.ndar
     return np.clip(arr, 0, 255).astype(np.uint8)
 
 
-def _blotches(rng: np.random.Generator, draw: ImageDraw.ImageDraw, n: int, base, spread: int,
-              rmin: int, rmax: int) -> None:
+def _blotches(
+    rng: np.random.Generator, draw: ImageDraw.ImageDraw, n: int, base, spread: int, rmin: int, rmax: int
+) -> None:
     for _ in range(n):
         x, y = rng.integers(0, S, 2)
         r = int(rng.integers(rmin, rmax + 1))
@@ -40,7 +41,7 @@ def _blotches(rng: np.random.Generator, draw: ImageDraw.ImageDraw, n: int, base,
 def cactus_scene(rng: np.random.Generator, has_cactus: bool) -> np.ndarray:
     img = Image.new("RGB", (S, S), _rgb(rng, (176, 150, 110), 25))
     draw = ImageDraw.Draw(img)
-    _blotches(rng, draw, int(rng.integers(6, 14)), (150, 125, 90), 30, 2, 7)      # soil and rocks
+    _blotches(rng, draw, int(rng.integers(6, 14)), (150, 125, 90), 30, 2, 7)  # soil and rocks
     # round green-grey shrubs appear in both classes: greenness alone does not decide
     _blotches(rng, draw, int(rng.integers(0, 4)), (105, 125, 80), 25, 3, 6)
     if has_cactus:
@@ -82,13 +83,13 @@ def _scab(rng: np.random.Generator, draw: ImageDraw.ImageDraw, box, n: int) -> N
 def plant_scene(rng: np.random.Generator, label: int) -> np.ndarray:
     img = Image.new("RGB", (S, S), _rgb(rng, (90, 80, 70), 40))
     draw = ImageDraw.Draw(img)
-    _blotches(rng, draw, 4, (70, 90, 60), 30, 4, 10)                    # out-of-focus background
+    _blotches(rng, draw, 4, (70, 90, 60), 30, 4, 10)  # out-of-focus background
     w, h = rng.uniform(34, 58), rng.uniform(22, 40)
     cx, cy = rng.uniform(26, 38, 2)
     box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
     draw.ellipse(box, fill=_rgb(rng, (95, 150, 65), 25))
     draw.line([box[0] + 3, cy, box[2] - 3, cy], fill=_rgb(rng, (130, 175, 95), 15), width=1)  # midrib
-    _blotches(rng, draw, 2, (120, 140, 60), 20, 2, 4)                   # glare and dirt, any class
+    _blotches(rng, draw, 2, (120, 140, 60), 20, 2, 4)  # glare and dirt, any class
     name = PLANT_LABELS[label]
     if name in ("rust", "multiple_diseases"):
         _rust(rng, draw, box, int(rng.integers(3, 9)))
@@ -104,7 +105,9 @@ FUR = ((60, 50, 45), (150, 110, 70), (200, 190, 175), (110, 100, 95), (215, 160,
 def _cat_ears(draw: ImageDraw.ImageDraw, cx: float, cy: float, r: float, fur, width: float) -> None:
     for side in (-1, 1):
         bx = cx + side * r * 0.55
-        draw.polygon([(bx - width, cy - r * 0.6), (bx + width, cy - r * 0.6), (bx + side * 3, cy - r - 9)], fill=fur)
+        draw.polygon(
+            [(bx - width, cy - r * 0.6), (bx + width, cy - r * 0.6), (bx + side * 3, cy - r - 9)], fill=fur
+        )
 
 
 def _dog_ears(draw: ImageDraw.ImageDraw, cx: float, cy: float, r: float, fur) -> None:

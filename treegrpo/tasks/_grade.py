@@ -58,7 +58,9 @@ def load_answers(task: Task) -> pd.DataFrame:
         st = task.answers_path.stat()
         return _answers_cached(str(task.answers_path), st.st_mtime_ns, st.st_size)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise AnswersUnavailable(f"answers of task {task.id} unreadable at {task.answers_path}: {exc}") from exc
+        raise AnswersUnavailable(
+            f"answers of task {task.id} unreadable at {task.answers_path}: {exc}"
+        ) from exc
 
 
 def _examples(values, n: int = 3) -> str:
@@ -76,8 +78,10 @@ def _check_columns(task: Task, frame: pd.DataFrame) -> None:
     if task.validation.exact_columns and extra:
         raise InvalidSubmission(f"unexpected columns {extra[:10]}; expected exactly {expected}")
     if task.validation.id_first and cols[0] != task.id_column:
-        raise InvalidSubmission(f"the first column must be {task.id_column!r} (the competition reads every "
-                                f"column after the first as a target), got columns {cols[:20]}")
+        raise InvalidSubmission(
+            f"the first column must be {task.id_column!r} (the competition reads every "
+            f"column after the first as a target), got columns {cols[:20]}"
+        )
 
 
 def _normalise_ids(sub_ids: pd.Series, ans_ids: pd.Series) -> pd.Series:
@@ -95,30 +99,40 @@ def _check_ids(task: Task, frame: pd.DataFrame, ans_ids: pd.Series) -> tuple[pd.
     """The normalised ids, and for each answer row the submission row that holds it."""
     if len(frame) != len(ans_ids):
         more = "at least " if len(frame) > len(ans_ids) else ""
-        raise InvalidSubmission(f"submission has {more}{len(frame)} rows, expected {len(ans_ids)} (one per test id)")
+        raise InvalidSubmission(
+            f"submission has {more}{len(frame)} rows, expected {len(ans_ids)} (one per test id)"
+        )
     ids = _normalise_ids(frame[task.id_column], ans_ids)
     index = pd.Index(ids)
     if not index.is_unique:
         dup = ids[ids.duplicated()]
-        raise InvalidSubmission(f"{len(dup)} duplicate {task.id_column} values, e.g. {_examples(dup.unique())}")
+        raise InvalidSubmission(
+            f"{len(dup)} duplicate {task.id_column} values, e.g. {_examples(dup.unique())}"
+        )
     order = index.get_indexer(ans_ids)
     if (order < 0).any():  # same length, unique: a missing test id means an unknown one too
         unknown = ids[~ids.isin(ans_ids)]
         missing = ans_ids[order < 0]
-        raise InvalidSubmission(f"{len(unknown)} {task.id_column} values are not test ids (e.g. {_examples(unknown)}); "
-                                f"{len(missing)} test ids are missing (e.g. {_examples(missing)})")
+        raise InvalidSubmission(
+            f"{len(unknown)} {task.id_column} values are not test ids (e.g. {_examples(unknown)}); "
+            f"{len(missing)} test ids are missing (e.g. {_examples(missing)})"
+        )
     return ids, order
 
 
 def _numeric(frame: pd.DataFrame, cols: list[str]) -> np.ndarray:
-    if all(pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in cols):
+    if all(
+        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in cols
+    ):
         return frame[cols].to_numpy(dtype=np.float64)  # the common case: parsed as numbers already
     values = np.empty((len(frame), len(cols)), dtype=np.float64)
     for j, col in enumerate(cols):
         numeric = pd.to_numeric(frame[col], errors="coerce")
         bad = frame[col][numeric.isna() & frame[col].notna()]
         if len(bad):
-            raise InvalidSubmission(f"column {col!r} is not numeric: {len(bad)} values like {_examples(bad.unique())}")
+            raise InvalidSubmission(
+                f"column {col!r} is not numeric: {len(bad)} values like {_examples(bad.unique())}"
+            )
         values[:, j] = numeric.to_numpy(dtype=np.float64)
     return values
 
@@ -127,18 +141,24 @@ def _check_values(task: Task, frame: pd.DataFrame, ids: pd.Series) -> np.ndarray
     values = _numeric(frame, list(task.target_columns))
     nan_rows = np.isnan(values).any(axis=1)
     if nan_rows.any():
-        raise InvalidSubmission(f"{int(nan_rows.sum())} rows have missing/NaN values, e.g. id {_examples(ids[nan_rows])}")
+        raise InvalidSubmission(
+            f"{int(nan_rows.sum())} rows have missing/NaN values, e.g. id {_examples(ids[nan_rows])}"
+        )
     if not np.isfinite(values).all():
         raise InvalidSubmission("values must be finite (found inf)")
     if task.validation.probabilities and ((values < 0) | (values > 1)).any():
-        raise InvalidSubmission(f"probabilities must lie in [0, 1]; found min {values.min():.6g}, max {values.max():.6g}")
+        raise InvalidSubmission(
+            f"probabilities must lie in [0, 1]; found min {values.min():.6g}, max {values.max():.6g}"
+        )
     if task.validation.rows_sum_to_one:
         sums = values.sum(axis=1)
         off = ~np.isclose(sums, 1.0, atol=task.validation.sum_tolerance)
         if off.any():
             k = int(np.argmax(off))
-            raise InvalidSubmission(f"{int(off.sum())} rows do not sum to 1 (±{task.validation.sum_tolerance:g}), "
-                                    f"e.g. id {_examples([ids.iloc[k]])} sums to {sums[k]:.6g}")
+            raise InvalidSubmission(
+                f"{int(off.sum())} rows do not sum to 1 (±{task.validation.sum_tolerance:g}), "
+                f"e.g. id {_examples([ids.iloc[k]])} sums to {sums[k]:.6g}"
+            )
     return values
 
 
@@ -158,7 +178,9 @@ def grader_round(raw) -> float:
     try:
         return float(round(raw, 5))
     except TypeError as exc:  # MLE-bench would fail on it too: not a score
-        raise InvalidSubmission(f"the grade function returned {type(raw).__name__} {raw!r}, not a number") from exc
+        raise InvalidSubmission(
+            f"the grade function returned {type(raw).__name__} {raw!r}, not a number"
+        ) from exc
 
 
 def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> GradeResult:
@@ -170,6 +192,7 @@ def grade_submission(task: Task, submission: Path | bytes, max_bytes: int = DEFA
         frame = read_submission(submission, max_bytes, None if answers is None else len(answers) + 1)
         if task.metric is Metric.MLEBENCH:
             from treegrpo.tasks._mlebench import mlebench_score
+
             raw = mlebench_score(task, frame)
         else:
             raw = score_frame(task, frame, answers)  # type: ignore[arg-type]

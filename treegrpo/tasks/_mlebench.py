@@ -56,7 +56,9 @@ def mlebench_problem() -> str | None:
         try:
             importlib.import_module(name)
         except Exception as exc:  # importing runs its dependencies' code (kaggle raises OSError, ...)
-            return f"the mlebench package is installed but {name} does not import ({type(exc).__name__}: {exc})"
+            return (
+                f"the mlebench package is installed but {name} does not import ({type(exc).__name__}: {exc})"
+            )
     return None
 
 
@@ -65,8 +67,10 @@ def mlebench_available() -> bool:
     warned about once and treated as absent: the built-in graders take over."""
     problem = mlebench_problem()
     if problem is not None and importlib.util.find_spec("mlebench") is not None:
-        _warn_once(f"{problem}; MLE-bench competitions are graded by the built-in graders "
-                   f"({', '.join(sorted(COMPETITIONS))}) only")
+        _warn_once(
+            f"{problem}; MLE-bench competitions are graded by the built-in graders "
+            f"({', '.join(sorted(COMPETITIONS))}) only"
+        )
     return problem is None
 
 
@@ -113,15 +117,29 @@ def _mlebench_task(root: Path, competition: str, comp_dir: Path, config: dict[st
 
         lower = bool(comp.grader.is_lower_better(get_leaderboard(comp)))
     except Exception as exc:  # no leaderboard shipped: keep what we know
-        log.warning("mlebench leaderboard of %s unavailable (%s); direction %s", competition, exc,
-                    "lower" if lower else "higher")
+        log.warning(
+            "mlebench leaderboard of %s unavailable (%s); direction %s",
+            competition,
+            exc,
+            "lower" if lower else "higher",
+        )
     cols: tuple[str, ...] = spec.submission_columns if spec else ()
     id_col = spec.id_column if spec else ""
-    return Task(id=competition, name=comp.name, description=_description(root, comp_dir, config, comp.description),
-                public_dir=comp.public_dir, private_dir=comp.private_dir, answers_path=Path(comp.answers),
-                metric=Metric.MLEBENCH, lower_is_better=lower, id_column=id_col, submission_columns=cols,
-                validation=spec.validation if spec else Validation(exact_columns=False, probabilities=False),
-                source="mlebench", mirrors=competition)
+    return Task(
+        id=competition,
+        name=comp.name,
+        description=_description(root, comp_dir, config, comp.description),
+        public_dir=comp.public_dir,
+        private_dir=comp.private_dir,
+        answers_path=Path(comp.answers),
+        metric=Metric.MLEBENCH,
+        lower_is_better=lower,
+        id_column=id_col,
+        submission_columns=cols,
+        validation=spec.validation if spec else Validation(exact_columns=False, probabilities=False),
+        source="mlebench",
+        mirrors=competition,
+    )
 
 
 def read_competition(root: Path, competition: str, use_mlebench: bool | None = None) -> Task | None:
@@ -143,12 +161,16 @@ def read_competition(root: Path, competition: str, use_mlebench: bool | None = N
     if spec is None:
         raise UnsupportedCompetition(
             f"{competition} in {root}: {problem or mlebench_problem() or 'mlebench was not asked for'} and only "
-            f"{sorted(COMPETITIONS)} have built-in graders (a working mlebench install grades the rest)")
+            f"{sorted(COMPETITIONS)} have built-in graders (a working mlebench install grades the rest)"
+        )
     name = str(config.get("name") or competition)
-    fallback = f"# {name}\n\nPredict {', '.join(spec.target_columns)} for each {spec.id_column} in the test set.\n"
+    fallback = (
+        f"# {name}\n\nPredict {', '.join(spec.target_columns)} for each {spec.id_column} in the test set.\n"
+    )
     answers = _answers_file(root, competition, config, spec)
-    task = task_from_spec(competition, name, _description(root, comp_dir, config, fallback), public, private,
-                          spec, "mlebench")
+    task = task_from_spec(
+        competition, name, _description(root, comp_dir, config, fallback), public, private, spec, "mlebench"
+    )
     return task if answers == task.answers_path else replace(task, answers_path=answers)
 
 

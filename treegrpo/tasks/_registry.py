@@ -19,8 +19,13 @@ class UnknownTask(LookupError):
 class TaskRegistry:
     """Built-in ids resolve first (generated on first use); then each MLE-bench root in order."""
 
-    def __init__(self, home: Path | None = None, mlebench_roots: Sequence[Path | str] = (),
-                 seed: int = DEFAULT_SEED, private: bool = True):
+    def __init__(
+        self,
+        home: Path | None = None,
+        mlebench_roots: Sequence[Path | str] = (),
+        seed: int = DEFAULT_SEED,
+        private: bool = True,
+    ):
         self.home = Path(home) if home is not None else treegrpo_home()
         self.roots = [Path(r).expanduser() for r in mlebench_roots]
         self.seed = seed
@@ -41,8 +46,10 @@ class TaskRegistry:
             task = read_competition(root, task_id)
             if task is not None:
                 return task
-        raise UnknownTask(f"unknown task {task_id!r}: built-in tasks are {sorted(BUILTINS)}; "
-                          f"MLE-bench roots searched: {[str(r) for r in self.roots] or 'none configured'}")
+        raise UnknownTask(
+            f"unknown task {task_id!r}: built-in tasks are {sorted(BUILTINS)}; "
+            f"MLE-bench roots searched: {[str(r) for r in self.roots] or 'none configured'}"
+        )
 
     def ids(self) -> list[str]:
         found = list(BUILTINS)
@@ -51,8 +58,9 @@ class TaskRegistry:
         return found
 
 
-def get_task(task_id: str, home: Path | None = None, mlebench_roots: Sequence[Path | str] = (),
-             private: bool = True) -> Task:
+def get_task(
+    task_id: str, home: Path | None = None, mlebench_roots: Sequence[Path | str] = (), private: bool = True
+) -> Task:
     """One task by id (built-in tasks are generated into `home` on first use; with
     `private=False` only their public folders, for processes that must not hold answers)."""
     return TaskRegistry(home, mlebench_roots, private=private).get(task_id)

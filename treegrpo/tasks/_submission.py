@@ -49,8 +49,10 @@ def _sniff(head: bytes) -> None:
         text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:  # a multi-byte character cut at the sniff boundary is fine
-            raise InvalidSubmission(f"submission.csv is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-        text = head[:exc.start].decode("utf-8")
+            raise InvalidSubmission(
+                f"submission.csv is not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from exc
+        text = head[: exc.start].decode("utf-8")
     first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
     if not first:
         raise InvalidSubmission("submission.csv has no header line (the first line is blank)")
@@ -58,8 +60,9 @@ def _sniff(head: bytes) -> None:
         raise InvalidSubmission(f"submission.csv is not a comma-separated file: header {first[:120]!r}")
 
 
-def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES,
-                    max_rows: int | None = None) -> pd.DataFrame:
+def read_submission(
+    source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES, max_rows: int | None = None
+) -> pd.DataFrame:
     """Read a submission CSV as MLE-bench does (round-trip float parsing), safely. With `max_rows`
     parsing stops there: a file with more rows than the answers is invalid whatever follows."""
     if isinstance(source, bytes):
@@ -89,7 +92,9 @@ def read_submission(source: Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES,
     if not isinstance(frame.index, pd.RangeIndex):  # pandas turns surplus leading fields into an index
         raise InvalidSubmission("submission.csv is not a valid CSV: rows have more fields than the header")
     if frame.empty:
-        raise InvalidSubmission(f"submission.csv has a header ({', '.join(map(str, frame.columns))}) but no rows")
+        raise InvalidSubmission(
+            f"submission.csv has a header ({', '.join(map(str, frame.columns))}) but no rows"
+        )
     return frame
 
 

@@ -15,11 +15,11 @@ from typing import Literal
 
 
 class Metric(StrEnum):
-    MULTICLASS_LOG_LOSS = "multiclass_log_loss"   # spooky-author-identification
-    ROC_AUC = "roc_auc"                           # aerial-cactus-identification
-    MEAN_COLUMN_ROC_AUC = "mean_column_roc_auc"   # plant-pathology-2020-fgvc7
-    BINARY_LOG_LOSS = "binary_log_loss"           # dogs-vs-cats-redux-kernels-edition
-    MLEBENCH = "mlebench"                         # the installed mlebench package's grade_fn
+    MULTICLASS_LOG_LOSS = "multiclass_log_loss"  # spooky-author-identification
+    ROC_AUC = "roc_auc"  # aerial-cactus-identification
+    MEAN_COLUMN_ROC_AUC = "mean_column_roc_auc"  # plant-pathology-2020-fgvc7
+    BINARY_LOG_LOSS = "binary_log_loss"  # dogs-vs-cats-redux-kernels-edition
+    MLEBENCH = "mlebench"  # the installed mlebench package's grade_fn
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class CompetitionSpec:
     lower_is_better: bool
     id_column: str
     target_columns: tuple[str, ...]
-    answers_file: str             # inside the private folder
+    answers_file: str  # inside the private folder
     validation: Validation
 
     @property
@@ -56,19 +56,42 @@ class CompetitionSpec:
 
 COMPETITIONS: dict[str, CompetitionSpec] = {
     "spooky-author-identification": CompetitionSpec(
-        "spooky-author-identification", Metric.MULTICLASS_LOG_LOSS, True, "id", ("EAP", "HPL", "MWS"),
-        "test.csv", Validation(exact_columns=True, probabilities=True, rows_sum_to_one=True, id_first=True)),
+        "spooky-author-identification",
+        Metric.MULTICLASS_LOG_LOSS,
+        True,
+        "id",
+        ("EAP", "HPL", "MWS"),
+        "test.csv",
+        Validation(exact_columns=True, probabilities=True, rows_sum_to_one=True, id_first=True),
+    ),
     "aerial-cactus-identification": CompetitionSpec(
-        "aerial-cactus-identification", Metric.ROC_AUC, False, "id", ("has_cactus",),
-        "test.csv", Validation(exact_columns=False, probabilities=True)),
+        "aerial-cactus-identification",
+        Metric.ROC_AUC,
+        False,
+        "id",
+        ("has_cactus",),
+        "test.csv",
+        Validation(exact_columns=False, probabilities=True),
+    ),
     # MLE-bench ranks these scores without a range check (AUC is rank-based); so do we.
     "plant-pathology-2020-fgvc7": CompetitionSpec(
-        "plant-pathology-2020-fgvc7", Metric.MEAN_COLUMN_ROC_AUC, False, "image_id",
-        ("healthy", "multiple_diseases", "rust", "scab"), "test.csv",
-        Validation(exact_columns=True, probabilities=False)),
+        "plant-pathology-2020-fgvc7",
+        Metric.MEAN_COLUMN_ROC_AUC,
+        False,
+        "image_id",
+        ("healthy", "multiple_diseases", "rust", "scab"),
+        "test.csv",
+        Validation(exact_columns=True, probabilities=False),
+    ),
     "dogs-vs-cats-redux-kernels-edition": CompetitionSpec(
-        "dogs-vs-cats-redux-kernels-edition", Metric.BINARY_LOG_LOSS, True, "id", ("label",),
-        "answers.csv", Validation(exact_columns=False, probabilities=True)),
+        "dogs-vs-cats-redux-kernels-edition",
+        Metric.BINARY_LOG_LOSS,
+        True,
+        "id",
+        ("label",),
+        "answers.csv",
+        Validation(exact_columns=False, probabilities=True),
+    ),
 }
 
 
@@ -89,7 +112,7 @@ class Task:
     submission_columns: tuple[str, ...]
     validation: Validation
     source: Literal["builtin", "mlebench"]
-    mirrors: str                  # the MLE-bench competition id whose rules apply
+    mirrors: str  # the MLE-bench competition id whose rules apply
 
     @property
     def direction(self) -> Literal["lower", "higher"]:
@@ -106,11 +129,28 @@ class Task:
         return -score if self.lower_is_better else score
 
 
-def task_from_spec(task_id: str, name: str, description: str, public_dir: Path, private_dir: Path,
-                   spec: CompetitionSpec, source: Literal["builtin", "mlebench"],
-                   answers_file: str | None = None) -> Task:
-    return Task(id=task_id, name=name, description=description, public_dir=public_dir,
-                private_dir=private_dir, answers_path=private_dir / (answers_file or spec.answers_file),
-                metric=spec.metric, lower_is_better=spec.lower_is_better, id_column=spec.id_column,
-                submission_columns=spec.submission_columns, validation=spec.validation, source=source,
-                mirrors=spec.competition)
+def task_from_spec(
+    task_id: str,
+    name: str,
+    description: str,
+    public_dir: Path,
+    private_dir: Path,
+    spec: CompetitionSpec,
+    source: Literal["builtin", "mlebench"],
+    answers_file: str | None = None,
+) -> Task:
+    return Task(
+        id=task_id,
+        name=name,
+        description=description,
+        public_dir=public_dir,
+        private_dir=private_dir,
+        answers_path=private_dir / (answers_file or spec.answers_file),
+        metric=spec.metric,
+        lower_is_better=spec.lower_is_better,
+        id_column=spec.id_column,
+        submission_columns=spec.submission_columns,
+        validation=spec.validation,
+        source=source,
+        mirrors=spec.competition,
+    )

@@ -30,11 +30,21 @@ BREAKS: dict[str, list[tuple[str, str, str, str, str]]] = {
         ("05_", "import LogisticRegression", "import LogisticRegresion", "crashed", "import_typo"),
         ("02_", "model.fit(X_tr, y_tr)", "model.fit(X_tr, y)", "crashed", "shape_mismatch"),
         ("03_", 'sub.to_csv("./submission/submission.csv", index=False)\n', "", "no_submission", "no_write"),
-        ("10_", "proba = model.predict_proba(X_test)", "proba = model.decision_function(X_test)",
-         "invalid_submission", "unnormalised"),
+        (
+            "10_",
+            "proba = model.predict_proba(X_test)",
+            "proba = model.decision_function(X_test)",
+            "invalid_submission",
+            "unnormalised",
+        ),
         ("11_", "CalibratedClassifierCV(LinearSVC(C=0.5), cv=3)", "LinearSVC(C=0.5)", "crashed", "no_proba"),
-        ("04_", 'X_test = vec.transform(test["text"])', 'X_tst = vec.transform(test["text"])',
-         "crashed", "name_error"),
+        (
+            "04_",
+            'X_test = vec.transform(test["text"])',
+            'X_tst = vec.transform(test["text"])',
+            "crashed",
+            "name_error",
+        ),
     ],
     "cactus-mini": [
         ("01_", 'train["has_cactus"]', 'train["label"]', "crashed", "wrong_column"),
@@ -42,31 +52,55 @@ BREAKS: dict[str, list[tuple[str, str, str, str, str]]] = {
         ("06_", "import RandomForestClassifier", "import RandomForestClassifer", "crashed", "import_typo"),
         ("04_", "model.fit(X_tr, y_tr)", "model.fit(X_tr, y)", "crashed", "shape_mismatch"),
         ("12_", 'sub.to_csv("./submission/submission.csv", index=False)\n', "", "no_submission", "no_write"),
-        ("03_", 'sub["has_cactus"] = model.predict_proba(X_test)[:, 1]',
-         'sub = pd.DataFrame({"id": range(len(X_test)), "has_cactus": model.predict_proba(X_test)[:, 1]})',
-         "invalid_submission", "ids_lost"),
+        (
+            "03_",
+            'sub["has_cactus"] = model.predict_proba(X_test)[:, 1]',
+            'sub = pd.DataFrame({"id": range(len(X_test)), "has_cactus": model.predict_proba(X_test)[:, 1]})',
+            "invalid_submission",
+            "ids_lost",
+        ),
         ("13_", "def features(img):", "def extract_features(img):", "crashed", "name_error"),
     ],
     "plant-mini": [
         ("01_", '"multiple_diseases"', '"multiple_disease"', "crashed", "wrong_column"),
         ("06_", "./input/images/{i}.png", "./input/images/{i}.jpg", "crashed", "wrong_path"),
-        ("12_", "from sklearn.ensemble import HistGradientBoostingClassifier",
-         "from sklearn.ensembles import HistGradientBoostingClassifier", "crashed", "import_typo"),
+        (
+            "12_",
+            "from sklearn.ensemble import HistGradientBoostingClassifier",
+            "from sklearn.ensembles import HistGradientBoostingClassifier",
+            "crashed",
+            "import_typo",
+        ),
         ("04_", "model.fit(X_tr, y_tr)", "model.fit(X_tr, y)", "crashed", "shape_mismatch"),
         ("09_", 'sub.to_csv("./submission/submission.csv", index=False)\n', "", "no_submission", "no_write"),
-        ("02_", "sub = pd.DataFrame(proba, columns=labels)",
-         "sub = pd.DataFrame(proba[:, 1:], columns=labels[1:])", "invalid_submission", "dropped_column"),
+        (
+            "02_",
+            "sub = pd.DataFrame(proba, columns=labels)",
+            "sub = pd.DataFrame(proba[:, 1:], columns=labels[1:])",
+            "invalid_submission",
+            "dropped_column",
+        ),
         ("08_", "np.eye(4)[y_va]", "y_va", "crashed", "metric_misuse"),
     ],
     "dogscats-mini": [
         ("01_", 'sub["id"]', 'sub["image_id"]', "crashed", "wrong_column"),
         ("06_", "./input/test/{i}.png", "./input/test/{i}.jpg", "crashed", "wrong_path"),
-        ("03_", "from sklearn.linear_model import LogisticRegression",
-         "from sklearn.linear_models import LogisticRegression", "crashed", "import_typo"),
+        (
+            "03_",
+            "from sklearn.linear_model import LogisticRegression",
+            "from sklearn.linear_models import LogisticRegression",
+            "crashed",
+            "import_typo",
+        ),
         ("09_", "model.fit(X_tr, y_tr)", "model.fit(X_tr, y)", "crashed", "shape_mismatch"),
         ("13_", 'sub.to_csv("./submission/submission.csv", index=False)\n', "", "no_submission", "no_write"),
-        ("02_", "np.clip(model.predict_proba(X_test)[:, 1], 0.01, 0.99)",
-         "model.predict_proba(X_test)[:, 1] * 100", "invalid_submission", "percent_labels"),
+        (
+            "02_",
+            "np.clip(model.predict_proba(X_test)[:, 1], 0.01, 0.99)",
+            "model.predict_proba(X_test)[:, 1] * 100",
+            "invalid_submission",
+            "percent_labels",
+        ),
         ("14_", "import os\n\n", "", "crashed", "missing_import"),
     ],
 }
@@ -87,8 +121,16 @@ def broken(task: str, valid: list[Script]) -> list[Script]:
         if base.code.count(old) < 1:
             raise SystemExit(f"{task}/{base.name}: break {short!r} finds no {old!r}")
         code = base.code.replace(old, new, 1)
-        out.append(replace(base, name=f"{start + k:02d}_bug_{short}", code=code, intended=intended,
-                           fixes=base.name, tags=base.tags + ("bug", short)))
+        out.append(
+            replace(
+                base,
+                name=f"{start + k:02d}_bug_{short}",
+                code=code,
+                intended=intended,
+                fixes=base.name,
+                tags=base.tags + ("bug", short),
+            )
+        )
     return out
 
 
@@ -96,7 +138,10 @@ def main() -> None:
     manifest_path = HERE / "manifest.json"
     old = {}
     if manifest_path.exists():
-        old = {(e["task"], e["name"]): e.get("verified") for e in json.loads(manifest_path.read_text())["scripts"]}
+        old = {
+            (e["task"], e["name"]): e.get("verified")
+            for e in json.loads(manifest_path.read_text())["scripts"]
+        }
     entries = []
     for task, valid in all_valid().items():
         folder = HERE / task
@@ -110,9 +155,11 @@ def main() -> None:
             entry["tags"] = list(s.tags)
             entry["verified"] = old.get((task, s.name))
             entries.append(entry)
-    manifest = {"about": "Seed corpus of treegrpo's SFT warm start; written by corpus/_generate.py, "
-                         "`verified` filled by treegrpo.services.learner.sft.verify_corpus",
-                "scripts": entries}
+    manifest = {
+        "about": "Seed corpus of treegrpo's SFT warm start; written by corpus/_generate.py, "
+        "`verified` filled by treegrpo.services.learner.sft.verify_corpus",
+        "scripts": entries,
+    }
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"wrote {len(entries)} scripts to {HERE}")
 

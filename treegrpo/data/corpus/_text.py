@@ -8,47 +8,59 @@ TASK = "spooky-mini"
 
 FEATURES: dict[str, tuple[str, str, str]] = {
     # key -> (imports, code defining X and X_test, description)
-    "word12": ("from sklearn.feature_extraction.text import TfidfVectorizer",
-               'vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n'
-               'X = vec.fit_transform(train["text"])\n'
-               'X_test = vec.transform(test["text"])',
-               "TF-IDF of word 1-2 grams"),
-    "word1": ("from sklearn.feature_extraction.text import TfidfVectorizer",
-              'vec = TfidfVectorizer(min_df=1)\n'
-              'X = vec.fit_transform(train["text"])\n'
-              'X_test = vec.transform(test["text"])',
-              "TF-IDF of single words"),
-    "char": ("from sklearn.feature_extraction.text import TfidfVectorizer",
-             'vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, sublinear_tf=True)\n'
-             'X = vec.fit_transform(train["text"])\n'
-             'X_test = vec.transform(test["text"])',
-             "TF-IDF of character 2-4 grams"),
-    "counts": ("from sklearn.feature_extraction.text import CountVectorizer",
-               'vec = CountVectorizer(ngram_range=(1, 2), min_df=1)\n'
-               'X = vec.fit_transform(train["text"])\n'
-               'X_test = vec.transform(test["text"])',
-               "word 1-2 gram counts"),
-    "svd": ("from sklearn.decomposition import TruncatedSVD\n"
-            "from sklearn.feature_extraction.text import TfidfVectorizer",
-            'vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n'
-            'svd = TruncatedSVD(n_components=64, random_state=0)\n'
-            'X = svd.fit_transform(vec.fit_transform(train["text"]))\n'
-            'X_test = svd.transform(vec.transform(test["text"]))',
-            "64 SVD components of word TF-IDF"),
-    "stats": ("",
-              'def text_stats(texts):\n'
-              '    rows = []\n'
-              '    for t in texts:\n'
-              '        words = t.split()\n'
-              '        rows.append([len(t), len(words), np.mean([len(w) for w in words] or [0]),\n'
-              '                     t.count(","), t.count(";"), t.count(":"), t.count("!"), t.count("?")])\n'
-              '    return np.array(rows, dtype=float)\n\n\n'
-              'X = text_stats(train["text"])\n'
-              'X_test = text_stats(test["text"])',
-              "hand-made length and punctuation statistics"),
+    "word12": (
+        "from sklearn.feature_extraction.text import TfidfVectorizer",
+        "vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n"
+        'X = vec.fit_transform(train["text"])\n'
+        'X_test = vec.transform(test["text"])',
+        "TF-IDF of word 1-2 grams",
+    ),
+    "word1": (
+        "from sklearn.feature_extraction.text import TfidfVectorizer",
+        "vec = TfidfVectorizer(min_df=1)\n"
+        'X = vec.fit_transform(train["text"])\n'
+        'X_test = vec.transform(test["text"])',
+        "TF-IDF of single words",
+    ),
+    "char": (
+        "from sklearn.feature_extraction.text import TfidfVectorizer",
+        'vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, sublinear_tf=True)\n'
+        'X = vec.fit_transform(train["text"])\n'
+        'X_test = vec.transform(test["text"])',
+        "TF-IDF of character 2-4 grams",
+    ),
+    "counts": (
+        "from sklearn.feature_extraction.text import CountVectorizer",
+        "vec = CountVectorizer(ngram_range=(1, 2), min_df=1)\n"
+        'X = vec.fit_transform(train["text"])\n'
+        'X_test = vec.transform(test["text"])',
+        "word 1-2 gram counts",
+    ),
+    "svd": (
+        "from sklearn.decomposition import TruncatedSVD\n"
+        "from sklearn.feature_extraction.text import TfidfVectorizer",
+        "vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n"
+        "svd = TruncatedSVD(n_components=64, random_state=0)\n"
+        'X = svd.fit_transform(vec.fit_transform(train["text"]))\n'
+        'X_test = svd.transform(vec.transform(test["text"]))',
+        "64 SVD components of word TF-IDF",
+    ),
+    "stats": (
+        "",
+        "def text_stats(texts):\n"
+        "    rows = []\n"
+        "    for t in texts:\n"
+        "        words = t.split()\n"
+        "        rows.append([len(t), len(words), np.mean([len(w) for w in words] or [0]),\n"
+        '                     t.count(","), t.count(";"), t.count(":"), t.count("!"), t.count("?")])\n'
+        "    return np.array(rows, dtype=float)\n\n\n"
+        'X = text_stats(train["text"])\n'
+        'X_test = text_stats(test["text"])',
+        "hand-made length and punctuation statistics",
+    ),
 }
 
-SKELETON = '''{header}import os
+SKELETON = """{header}import os
 
 import numpy as np
 import pandas as pd
@@ -74,7 +86,7 @@ sub = pd.DataFrame(proba, columns=classes)
 sub.insert(0, "id", test["id"])
 os.makedirs("./submission", exist_ok=True)
 sub.to_csv("./submission/submission.csv", index=False)
-'''
+"""
 
 # (features, model, params, scale)
 COMBOS = [
@@ -99,7 +111,7 @@ COMBOS = [
     ("stats", "lr", {"C": 1}, True),
 ]
 
-MLP = '''{header}import os
+MLP = """{header}import os
 
 import numpy as np
 import pandas as pd
@@ -147,7 +159,7 @@ sub = pd.DataFrame(predict(net, X_test), columns=classes)
 sub.insert(0, "id", test["id"])
 os.makedirs("./submission", exist_ok=True)
 sub.to_csv("./submission/submission.csv", index=False)
-'''
+"""
 
 MLP_GRID = [
     {"vocab": 3000, "hidden": 64, "epochs": 6, "lr": 2e-3},
@@ -155,8 +167,9 @@ MLP_GRID = [
 ]
 
 
-TEXT_IMPORTS = shared_imports(*(FEATURES[f][0] for f, _, _, _ in COMBOS),
-                              *(model_block(m, scale=sc, **p)[0] for _, m, p, sc in COMBOS))
+TEXT_IMPORTS = shared_imports(
+    *(FEATURES[f][0] for f, _, _, _ in COMBOS), *(model_block(m, scale=sc, **p)[0] for _, m, p, sc in COMBOS)
+)
 
 
 def scripts() -> list[Script]:
@@ -165,16 +178,21 @@ def scripts() -> list[Script]:
         f_imports, f_code, f_desc = FEATURES[feat]
         m_imports, m_line, m_desc = model_block(mkey, scale=scale, **params)
         imports = TEXT_IMPORTS
-        code = SKELETON.format(header=header(["numpy", "pandas", "scikit-learn"]), imports=imports,
-                               features=f_code, model=m_line)
-        plan = (f"Represent each sentence by {f_desc} and fit {m_desc} to predict the author. "
-                "Hold out 20% to print the validation log loss, refit on all rows and write "
-                "the class probabilities for the test sentences.")
+        code = SKELETON.format(
+            header=header(["numpy", "pandas", "scikit-learn"]), imports=imports, features=f_code, model=m_line
+        )
+        plan = (
+            f"Represent each sentence by {f_desc} and fit {m_desc} to predict the author. "
+            "Hold out 20% to print the validation log loss, refit on all rows and write "
+            "the class probabilities for the test sentences."
+        )
         out.append(Script(f"{i:02d}_{feat}_{mkey}", TASK, plan, code, tags=(feat, mkey)))
     for j, p in enumerate(MLP_GRID):
         code = MLP.format(header=header(["numpy", "pandas", "scikit-learn", "torch"], mem=3), **p)
-        plan = (f"Train a small torch MLP ({p['hidden']} hidden units) on TF-IDF features of the "
-                f"{p['vocab']} most frequent word 1-2 grams for {p['epochs']} epochs; print the "
-                "validation log loss, retrain on everything and write softmax probabilities.")
+        plan = (
+            f"Train a small torch MLP ({p['hidden']} hidden units) on TF-IDF features of the "
+            f"{p['vocab']} most frequent word 1-2 grams for {p['epochs']} epochs; print the "
+            "validation log loss, retrain on everything and write softmax probabilities."
+        )
         out.append(Script(f"{len(COMBOS) + j:02d}_mlp_h{p['hidden']}", TASK, plan, code, tags=("mlp",)))
     return out

@@ -71,7 +71,7 @@ def _parse(code: str, gate: GateSettings) -> Declaration:
 def _block_body(lines: list[str], start: int) -> list[str] | None:
     """The comment lines between the start and the closing `# ///`, stripped of `# `; None if unclosed."""
     body: list[str] = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if _END.match(line):
             return body
         if _ANY_START.match(line) or not line.startswith("#"):
@@ -83,7 +83,11 @@ def _block_body(lines: list[str], start: int) -> list[str] | None:
 
 
 def _judge(table: dict, gate: GateSettings) -> tuple[dict[str, float] | None, str | None]:
-    out: dict[str, float] = {"cpu": gate.default_cpu, "mem": gate.default_mem, "ephemeral": gate.default_ephemeral}
+    out: dict[str, float] = {
+        "cpu": gate.default_cpu,
+        "mem": gate.default_mem,
+        "ephemeral": gate.default_ephemeral,
+    }
     for key in KEYS:
         if key not in table:
             continue

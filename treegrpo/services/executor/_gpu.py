@@ -95,8 +95,14 @@ class IdlePolicy:
         return round(sum(self.samples) / len(self.samples), 2) if self.samples else None
 
 
-async def watch(reader: GpuReader, device: str, policy: IdlePolicy, poll_s: float,
-                on_idle: Callable[[], None], clock: Callable[[], float] = time.monotonic) -> None:
+async def watch(
+    reader: GpuReader,
+    device: str,
+    policy: IdlePolicy,
+    poll_s: float,
+    on_idle: Callable[[], None],
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Sample until cancelled; call `on_idle` once when the policy says so, then stop."""
     while True:
         util = await asyncio.to_thread(reader.utilization, device)

@@ -19,8 +19,10 @@ def require_traversable(root: Path) -> None:
     """Without the jail the script (another uid) reaches its workspace by the real path."""
     for parent in [root, *root.parents]:
         if not parent.stat().st_mode & 0o001:
-            raise SandboxError(f"workspace root {root}: {parent} is not traversable by the sandbox uid "
-                               f"(chmod o+x it, or pick another local.workspace_root)")
+            raise SandboxError(
+                f"workspace root {root}: {parent} is not traversable by the sandbox uid "
+                f"(chmod o+x it, or pick another local.workspace_root)"
+            )
 
 
 def interpreter_trees(python: str) -> list[str]:
@@ -29,7 +31,9 @@ def interpreter_trees(python: str) -> list[str]:
     real = os.path.realpath(python)
     trees = {os.path.dirname(os.path.dirname(real)), os.path.dirname(os.path.dirname(python))}
     if real == os.path.realpath(sys.executable):
-        trees |= {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+        trees |= {
+            os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+        }
     return sorted(t for t in trees if t != "/")
 
 

@@ -50,7 +50,9 @@ def build(spec: dict) -> int:
         mount(src, dst, None, MS_BIND | MS_REC)
         mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_REC)
     for k, (path, size) in enumerate(spec.get("private_tmp", [])):
-        if os.path.isdir(path) and not os.path.islink(path):  # an interpreter living there stays (a CI clone in /tmp)
+        if os.path.isdir(path) and not os.path.islink(
+            path
+        ):  # an interpreter living there stays (a CI clone in /tmp)
             inner = [t for t in spec.get("expose", []) if t.startswith(path.rstrip("/") + "/")]
             _cover(path, inner, jail, f"tmp{k}", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     if os.path.isdir("/dev/mqueue"):  # this ipc namespace's own queues (the host's view is stale)
@@ -97,7 +99,9 @@ def _mount_disk(disk: dict, target: str) -> None:
                 os.close(fd)
                 continue
             try:
-                mount(dev, target, "ext4", flags, "errors=remount-ro,noinit_itable")  # no zeroing thread: a fresh sparse image reads as zeros
+                mount(
+                    dev, target, "ext4", flags, "errors=remount-ro,noinit_itable"
+                )  # no zeroing thread: a fresh sparse image reads as zeros
             finally:
                 os.close(fd)  # the mount holds the device now; autoclear frees it at umount
             return
@@ -224,8 +228,14 @@ def deny_keyrings() -> None:
         raise OSError(f"no keyring filter for {os.uname().machine}")
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     deny, allow = 0x00050000 | 1, 0x7FFF0000
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0), (jge, 0, 1, 0x40000000),
-            (ret, 0, 0, deny)]
+    prog = [
+        (ld, 0, 0, 4),
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, deny),
+        (ld, 0, 0, 0),
+        (jge, 0, 1, 0x40000000),
+        (ret, 0, 0, deny),
+    ]
     for nr in nrs:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
     prog.append((ret, 0, 0, allow))

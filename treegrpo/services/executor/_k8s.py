@@ -92,8 +92,11 @@ class K8sBackend:
         t0 = time.monotonic()
         await self._delete(name)  # a redelivered node may find its earlier pod
         try:
-            await self._call(self.core.create_namespaced_config_map, self.s.namespace,
-                             manifest.config_map(name, job, self.s, self.instance))
+            await self._call(
+                self.core.create_namespaced_config_map,
+                self.s.namespace,
+                manifest.config_map(name, job, self.s, self.instance),
+            )
             body = manifest.pod(name, job, self.s, self.instance, 8 * self.cfg.tail_bytes)
             await self._call(self.core.create_namespaced_pod, self.s.namespace, body)
         except ApiException as exc:
@@ -104,8 +107,12 @@ class K8sBackend:
         t_end = time.monotonic()
         out = await self._collect(name, pod, timed_out)
         out.exec_time = t_end - t_started
-        out.timings = Timings(pending=waited + t_started - t_created, stage=t_created - t0,
-                              exec=out.exec_time, retrieve=time.monotonic() - t_end)
+        out.timings = Timings(
+            pending=waited + t_started - t_created,
+            stage=t_created - t0,
+            exec=out.exec_time,
+            retrieve=time.monotonic() - t_end,
+        )
         out.where = f"k8s:{name}"
         return out
 
@@ -134,7 +141,9 @@ class K8sBackend:
             return Outcome(status=TIMEOUT)
         term = _terminated(pod)
         try:
-            text = await self._call(self.core.read_namespaced_pod_log, name, self.s.namespace, container="node")
+            text = await self._call(
+                self.core.read_namespaced_pod_log, name, self.s.namespace, container="node"
+            )
         except ApiException:
             text = ""
         body, rc, sub = parse_log(text or "")
@@ -149,7 +158,9 @@ class K8sBackend:
         if rc != 0:
             exc = exc_type_from_output(body) or signal_name(rc) or "SystemExit"
             return Outcome(status=CRASHED, exc_type=exc, term_tail=self._tail(body))
-        return Outcome(status=OK if sub is not None else NO_SUBMISSION, term_tail=self._tail(body), submission=sub)
+        return Outcome(
+            status=OK if sub is not None else NO_SUBMISSION, term_tail=self._tail(body), submission=sub
+        )
 
     def _tail(self, text: str) -> str:
         return tail(text, self.cfg.tail_lines, self.cfg.tail_bytes)
@@ -186,14 +197,14 @@ def parse_log(text: str) -> tuple[str, int | None, bytes | None]:
     cut = text.rfind("\n" + manifest.EXIT_MARK)
     if cut < 0:
         return text, None, None
-    body, rest = text[:cut], text[cut + 1:].splitlines()
+    body, rest = text[:cut], text[cut + 1 :].splitlines()
     try:
-        rc = int(rest[0][len(manifest.EXIT_MARK):].strip())
+        rc = int(rest[0][len(manifest.EXIT_MARK) :].strip())
     except (ValueError, IndexError):
         return body, None, None
     sub = None
     for line in rest[1:]:
         if line.startswith(manifest.SUB_MARK):
             with contextlib.suppress(binascii.Error, zlib.error, ValueError):
-                sub = zlib.decompress(base64.b64decode(line[len(manifest.SUB_MARK):].strip(), validate=True))
+                sub = zlib.decompress(base64.b64decode(line[len(manifest.SUB_MARK) :].strip(), validate=True))
     return body, rc, sub

@@ -72,8 +72,11 @@ def _quantity(gib: float) -> str:
 
 def _resources(job: Job) -> k8s.V1ResourceRequirements:
     lim = job.limits
-    amounts = {"cpu": f"{int(round(lim.cpu * 1000))}m", "memory": _quantity(lim.mem_gib),
-               "ephemeral-storage": _quantity(lim.ephemeral_gib)}
+    amounts = {
+        "cpu": f"{int(round(lim.cpu * 1000))}m",
+        "memory": _quantity(lim.mem_gib),
+        "ephemeral-storage": _quantity(lim.ephemeral_gib),
+    }
     if lim.gpu:
         amounts["nvidia.com/gpu"] = str(lim.gpu)
     return k8s.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
@@ -83,39 +86,83 @@ def _data_volume(cfg: K8sSettings) -> k8s.V1Volume:
     if cfg.data_claim:
         src = k8s.V1PersistentVolumeClaimVolumeSource(claim_name=cfg.data_claim, read_only=True)
         return k8s.V1Volume(name="data", persistent_volume_claim=src)
-    return k8s.V1Volume(name="data", host_path=k8s.V1HostPathVolumeSource(path=cfg.data_host_path, type="Directory"))
+    return k8s.V1Volume(
+        name="data", host_path=k8s.V1HostPathVolumeSource(path=cfg.data_host_path, type="Directory")
+    )
 
 
 def pod(name: str, job: Job, cfg: K8sSettings, instance: str, tail_bytes: int) -> k8s.V1Pod:
     lim = job.limits
     threads = str(max(1, int(lim.cpu)))
-    env = [k8s.V1EnvVar(name=k, value=v) for k, v in {
-        "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "HOME": "/workspace", "TMPDIR": "/workspace/tmp",
-        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}.items()]
-    code = WRAPPER.replace("{tail}", str(tail_bytes)).replace("{cap}", str(MAX_SUBMISSION)).replace("{exit}", EXIT_MARK).replace("{sub}", SUB_MARK)
+    env = [
+        k8s.V1EnvVar(name=k, value=v)
+        for k, v in {
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "Agg",
+            "HOME": "/workspace",
+            "TMPDIR": "/workspace/tmp",
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+        }.items()
+    ]
+    code = (
+        WRAPPER.replace("{tail}", str(tail_bytes))
+        .replace("{cap}", str(MAX_SUBMISSION))
+        .replace("{exit}", EXIT_MARK)
+        .replace("{sub}", SUB_MARK)
+    )
     container = k8s.V1Container(
-        name="node", image=cfg.image, command=[cfg.python, "-I", "-c", code], working_dir="/workspace", env=env,
+        name="node",
+        image=cfg.image,
+        command=[cfg.python, "-I", "-c", code],
+        working_dir="/workspace",
+        env=env,
         resources=_resources(job),
-        volume_mounts=[k8s.V1VolumeMount(name="work", mount_path="/workspace"),
-                       k8s.V1VolumeMount(name="code", mount_path="/workspace/.code", read_only=True),
-                       k8s.V1VolumeMount(name="data", mount_path="/workspace/input", read_only=True,
-                                         sub_path=cfg.data_subpath.format(task=job.task))],
+        volume_mounts=[
+            k8s.V1VolumeMount(name="work", mount_path="/workspace"),
+            k8s.V1VolumeMount(name="code", mount_path="/workspace/.code", read_only=True),
+            k8s.V1VolumeMount(
+                name="data",
+                mount_path="/workspace/input",
+                read_only=True,
+                sub_path=cfg.data_subpath.format(task=job.task),
+            ),
+        ],
         security_context=k8s.V1SecurityContext(
-            allow_privilege_escalation=False, read_only_root_filesystem=True, run_as_non_root=True,
-            capabilities=k8s.V1Capabilities(drop=["ALL"])))
-    volumes = [k8s.V1Volume(name="work", empty_dir=k8s.V1EmptyDirVolumeSource(size_limit=_quantity(lim.ephemeral_gib))),
-               k8s.V1Volume(name="code", config_map=k8s.V1ConfigMapVolumeSource(name=name, default_mode=0o444)),
-               _data_volume(cfg)]
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            run_as_non_root=True,
+            capabilities=k8s.V1Capabilities(drop=["ALL"]),
+        ),
+    )
+    volumes = [
+        k8s.V1Volume(
+            name="work", empty_dir=k8s.V1EmptyDirVolumeSource(size_limit=_quantity(lim.ephemeral_gib))
+        ),
+        k8s.V1Volume(name="code", config_map=k8s.V1ConfigMapVolumeSource(name=name, default_mode=0o444)),
+        _data_volume(cfg),
+    ]
     gpu = bool(lim.gpu)
     spec = k8s.V1PodSpec(
-        restart_policy="Never", containers=[container], volumes=volumes,
+        restart_policy="Never",
+        containers=[container],
+        volumes=volumes,
         active_deadline_seconds=int(lim.timeout_s) + 60,  # backstop; the executor deletes at timeout_s
-        automount_service_account_token=False, enable_service_links=False,
+        automount_service_account_token=False,
+        enable_service_links=False,
         node_selector=dict(cfg.gpu_node_selector if gpu else cfg.cpu_node_selector) or None,
-        tolerations=[k8s.V1Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")] if gpu else None,
+        tolerations=[k8s.V1Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
+        if gpu
+        else None,
         runtime_class_name=cfg.runtime_class or None,
         security_context=k8s.V1PodSecurityContext(
-            run_as_user=65534, run_as_group=65534, fs_group=65534, run_as_non_root=True,
-            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault")))
+            run_as_user=65534,
+            run_as_group=65534,
+            fs_group=65534,
+            run_as_non_root=True,
+            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
+        ),
+    )
     meta = k8s.V1ObjectMeta(name=name, namespace=cfg.namespace, labels=labels(job, instance))
     return k8s.V1Pod(api_version="v1", kind="Pod", metadata=meta, spec=spec)

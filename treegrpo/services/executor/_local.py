@@ -63,7 +63,12 @@ from treegrpo.services.executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("_launch.py"))
-_PASS_ENV = ("LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+_PASS_ENV = (
+    "LD_LIBRARY_PATH",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+)
 
 
 class LocalBackend:
@@ -96,24 +101,50 @@ class LocalBackend:
         if self.is_root and self.cfg.local.cgroups:
             self.cgroups = await asyncio.to_thread(Cgroups.detect, self.cfg.local.cgroup_root)
         if self.cgroups is None:
-            log.warning("local sandbox WITHOUT cgroups: memory is bounded only by RLIMIT_AS and an RSS poll "
-                        "(shmem, memfd and tmpfs pages are not counted), sched_setaffinity can widen a node's "
-                        "CPU set, and processes are bounded only by the per-uid RLIMIT_NPROC")
-        if self.jailed and self.disk != "tmpfs" and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control")):
+            log.warning(
+                "local sandbox WITHOUT cgroups: memory is bounded only by RLIMIT_AS and an RSS poll "
+                "(shmem, memfd and tmpfs pages are not counted), sched_setaffinity can widen a node's "
+                "CPU set, and processes are bounded only by the per-uid RLIMIT_NPROC"
+            )
+        if (
+            self.jailed
+            and self.disk != "tmpfs"
+            and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control"))
+        ):
             log.warning("no mkfs.ext4 or /dev/loop-control: every node's disk is a tmpfs, in RAM")
             self.disk = "tmpfs"
         if not self.jailed:
-            log.warning("local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
-                        "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, keyrings are not filtered")
-        log.info("local sandbox: root=%s jailed=%s uid-drop=%s cgroups=%s disk=%s", self.root, self.jailed,
-                 self.is_root, self.cgroups.kind if self.cgroups else None, self.disk if self.jailed else "host folder")
+            log.warning(
+                "local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
+                "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, keyrings are not filtered"
+            )
+        log.info(
+            "local sandbox: root=%s jailed=%s uid-drop=%s cgroups=%s disk=%s",
+            self.root,
+            self.jailed,
+            self.is_root,
+            self.cgroups.kind if self.cgroups else None,
+            self.disk if self.jailed else "host folder",
+        )
 
     async def _probe_namespaces(self) -> bool:
-        spec = {"namespaces": True, "probe": True, "jail_dir": self.cfg.local.jail_dir, "cwd": "/",
-                "argv": ["/bin/true"], "env": {}}
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE,
-                                                    stdout=asyncio.subprocess.DEVNULL,
-                                                    stderr=asyncio.subprocess.PIPE)
+        spec = {
+            "namespaces": True,
+            "probe": True,
+            "jail_dir": self.cfg.local.jail_dir,
+            "cwd": "/",
+            "argv": ["/bin/true"],
+            "env": {},
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            LAUNCHER,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await proc.communicate(encode_spec(spec))
         if proc.returncode != 0:
             log.warning("namespaces unavailable (%s); sandbox runs without them", err.decode().strip())
@@ -133,8 +164,9 @@ class LocalBackend:
             node.disk = self._disk_kind(job.limits)
             await asyncio.to_thread(stage, node, job, uid, public, cpu_set(slot, job.limits.cpu), self)
             if node.disk == "loop":
-                node.image = await self.images.take(disk_bytes(job.limits),
-                                                    inodes(job.limits, self.cfg.local.inodes_per_gib))
+                node.image = await self.images.take(
+                    disk_bytes(job.limits), inodes(job.limits, self.cfg.local.inodes_per_gib)
+                )
             t_stage = time.monotonic() - t0 - t_pending
             out = await self._execute_and_collect(job, node, uid, slot, device, public)
             out.timings.pending, out.timings.stage = t_pending, t_stage
@@ -147,8 +179,9 @@ class LocalBackend:
             self.gpus.release(device)
             self.slots.put_nowait(slot)
 
-    async def _execute_and_collect(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
-                                   public: Path | None) -> Outcome:
+    async def _execute_and_collect(
+        self, job: Job, node: Node, uid: int | None, slot: int, device: str | None, public: Path | None
+    ) -> Outcome:
         out, notes = await self._execute(job, node, uid, slot, device, public)
         t_ret = time.monotonic()
         if out.status == OK:
@@ -159,8 +192,11 @@ class LocalBackend:
             if out.submission is None:
                 out.status = NO_SUBMISSION
         if notes:
-            out.term_tail = tail(out.term_tail + "".join(f"\n[sandbox] {n}" for n in notes),
-                                 self.cfg.tail_lines, self.cfg.tail_bytes)
+            out.term_tail = tail(
+                out.term_tail + "".join(f"\n[sandbox] {n}" for n in notes),
+                self.cfg.tail_lines,
+                self.cfg.tail_bytes,
+            )
         out.timings = Timings(exec=out.exec_time, retrieve=time.monotonic() - t_ret)
         return out
 
@@ -171,37 +207,80 @@ class LocalBackend:
             return "tmpfs" if lim.ephemeral_gib <= self.cfg.local.tmpfs_max_gib else "loop"
         return self.disk
 
-    def _spec(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
-              public: Path | None) -> dict:
+    def _spec(
+        self, job: Job, node: Node, uid: int | None, slot: int, device: str | None, public: Path | None
+    ) -> dict:
         lim = job.limits
         threads = str(max(1, int(lim.cpu)))
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": threads,
-               "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-               "CUDA_VISIBLE_DEVICES": device if device is not None else "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "CUDA_VISIBLE_DEVICES": device if device is not None else "",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        }
         env.update({k: os.environ[k] for k in _PASS_ENV if k in os.environ})
         cwd = os.path.join(self.cfg.local.jail_dir, "work") if self.jailed else str(node.ws.path)
         env.update(HOME=cwd, TMPDIR=os.path.join(cwd, "tmp"))
-        rl = {"NPROC": lim.nproc, "FSIZE": int(lim.ephemeral_gib * GIB), "NOFILE": lim.nofile, "CORE": 0,
-              "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1}
+        rl = {
+            "NPROC": lim.nproc,
+            "FSIZE": int(lim.ephemeral_gib * GIB),
+            "NOFILE": lim.nofile,
+            "CORE": 0,
+            "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1,
+        }
         if not lim.gpu:
             rl["AS"] = int(lim.mem_gib * GIB)
         keep = interpreter_trees(self.python)
-        hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [str(self.root)]
-        spec = {"namespaces": self.jailed, "cwd": cwd, "jail_dir": self.cfg.local.jail_dir, "uid": uid, "gid": uid,
-                "rlimits": rl, "cpus": cpu_set(slot, lim.cpu), "hide": hide, "mask_devices": self._other_gpus(device),
-                "private_tmp": [("/tmp", "512m"), ("/var/tmp", "512m"), ("/run", "64m"), ("/var/run", "64m"),
-                                ("/var/lock", "16m"), ("/dev/shm", f"{max(64, int(lim.mem_gib * 512))}m")],
-                "expose": keep, "input_src": str(public) if public else None,
-                "argv": [self.python, "-I", "-u", "script.py"], "env": env,
-                "cgroup_procs": node.cg.procs_files if node.cg else []}
+        hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [
+            str(self.root)
+        ]
+        spec = {
+            "namespaces": self.jailed,
+            "cwd": cwd,
+            "jail_dir": self.cfg.local.jail_dir,
+            "uid": uid,
+            "gid": uid,
+            "rlimits": rl,
+            "cpus": cpu_set(slot, lim.cpu),
+            "hide": hide,
+            "mask_devices": self._other_gpus(device),
+            "private_tmp": [
+                ("/tmp", "512m"),
+                ("/var/tmp", "512m"),
+                ("/run", "64m"),
+                ("/var/run", "64m"),
+                ("/var/lock", "16m"),
+                ("/dev/shm", f"{max(64, int(lim.mem_gib * 512))}m"),
+            ],
+            "expose": keep,
+            "input_src": str(public) if public else None,
+            "argv": [self.python, "-I", "-u", "script.py"],
+            "env": env,
+            "cgroup_procs": node.cg.procs_files if node.cg else [],
+        }
         if self.jailed:
-            disk = {"kind": "tmpfs", "bytes": disk_bytes(lim), "inodes": inodes(lim, self.cfg.local.inodes_per_gib)}
+            disk = {
+                "kind": "tmpfs",
+                "bytes": disk_bytes(lim),
+                "inodes": inodes(lim, self.cfg.local.inodes_per_gib),
+            }
             if node.image is not None:
                 disk = {"kind": "loop", "image": str(node.image)}
-            spec.update(disk=disk, code=job.code.encode("utf-8", "surrogateescape"), mask_sockets=host_unix_sockets(),
-                        result_fd=node.result.fileno(), submission_cap=wsmod.MAX_SUBMISSION)
+            spec.update(
+                disk=disk,
+                code=job.code.encode("utf-8", "surrogateescape"),
+                mask_sockets=host_unix_sockets(),
+                result_fd=node.result.fileno(),
+                submission_cap=wsmod.MAX_SUBMISSION,
+            )
         return spec
+
     def _other_gpus(self, device: str | None) -> list[str]:
         """Device files of every GPU but the node's (all of them for a CPU node), so overriding
         CUDA_VISIBLE_DEVICES reaches nothing: the file is /dev/null in the jail."""
@@ -212,14 +291,22 @@ class LocalBackend:
         minor = getattr(self.reader, "minor", None)
         return minor(device) if callable(minor) else int(device)
 
-    async def _execute(self, job: Job, node: Node, uid: int | None, slot: int, device: str | None,
-                       public: Path | None) -> tuple[Outcome, list[str]]:
+    async def _execute(
+        self, job: Job, node: Node, uid: int | None, slot: int, device: str | None, public: Path | None
+    ) -> tuple[Outcome, list[str]]:
         spec = self._spec(job, node, uid, slot, device, public)
         t0 = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            pass_fds=(node.result.fileno(),) if node.result is not None else ())
+            sys.executable,
+            "-I",
+            "-S",
+            LAUNCHER,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(node.result.fileno(),) if node.result is not None else (),
+        )
         run = Run(proc, keep_bytes=max(64 * 1024, 8 * self.cfg.tail_bytes), cg=node.cg)
         self.running[job.node_id] = run
         proc.stdin.write(encode_spec(spec))
@@ -229,8 +316,17 @@ class LocalBackend:
         guards = [asyncio.create_task(self._watch_usage(run, node, job))]
         policy = IdlePolicy(self.cfg.gpu_guard.grace_s, self.cfg.gpu_guard.threshold_pct)
         if device is not None and self.reader is not None and self.cfg.gpu_guard.enabled:
-            guards.append(asyncio.create_task(watch(self.reader, device, policy, self.cfg.gpu_guard.poll_s,
-                                                    lambda: run.kill(CRASHED, "GpuIdleError"))))
+            guards.append(
+                asyncio.create_task(
+                    watch(
+                        self.reader,
+                        device,
+                        policy,
+                        self.cfg.gpu_guard.poll_s,
+                        lambda: run.kill(CRASHED, "GpuIdleError"),
+                    )
+                )
+            )
         reader = asyncio.create_task(self._read_output(run))
         err_task = asyncio.create_task(proc.stderr.read())
         try:
@@ -271,7 +367,7 @@ class LocalBackend:
             run.total += len(chunk)
             run.buf += chunk
             if len(run.buf) > run.keep:
-                del run.buf[:len(run.buf) - run.keep]
+                del run.buf[: len(run.buf) - run.keep]
             if run.total > self.cfg.caps.output_bytes:
                 run.kill(CRASHED, "OutputLimitExceeded")
 
@@ -313,7 +409,7 @@ def _own_time(launcher_err: str, measured: float, held_s: float = 1.0) -> float:
     for line in reversed(launcher_err.splitlines()):
         if line.startswith(ELAPSED_MARK):
             try:
-                own = float(line[len(ELAPSED_MARK):])
+                own = float(line[len(ELAPSED_MARK) :])
             except ValueError:
                 break
             return own if measured - own > held_s else measured

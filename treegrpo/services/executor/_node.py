@@ -53,8 +53,6 @@ class Run:
 
 
 @dataclass
-
-
 class Node:
     """What one node holds on the host while it runs."""
 
@@ -73,7 +71,9 @@ def stage(node: Node, job: Job, uid: int | None, public: Path | None, cpus: list
     if backend.cgroups is not None:
         try:
             ram_disk = disk_bytes(lim) if node.disk == "tmpfs" else 0  # its pages are charged to the node
-            node.cg = backend.cgroups.create(node.token, cpus, int(lim.mem_gib * GIB) + ram_disk + MEM_SLACK, lim.nproc)
+            node.cg = backend.cgroups.create(
+                node.token, cpus, int(lim.mem_gib * GIB) + ram_disk + MEM_SLACK, lim.nproc
+            )
         except OSError as exc:
             raise SandboxError(f"cannot make the node's cgroup: {exc}") from exc
     if not backend.jailed:
@@ -104,21 +104,27 @@ def inodes(lim: Limits, per_gib: int) -> int:
     return max(1024, int(lim.ephemeral_gib * per_gib))
 
 
-def classify(run: Run, setup_err: str, exec_time: float, job: Job, cfg: ExecutorConfig) -> tuple[Outcome, list[str]]:
+def classify(
+    run: Run, setup_err: str, exec_time: float, job: Job, cfg: ExecutorConfig
+) -> tuple[Outcome, list[str]]:
     """The outcome from the exit status, the kill reason and the kernel's counters; notes say which limit was hit."""
     text = run.buf.decode("utf-8", "replace")
     term = tail(text, cfg.tail_lines, cfg.tail_bytes)
     rc = run.proc.returncode
-    notes = [ln[len(NOTE):] for ln in setup_err.splitlines() if ln.startswith(NOTE)]
+    notes = [ln[len(NOTE) :] for ln in setup_err.splitlines() if ln.startswith(NOTE)]
     if run.killed_for == (CRASHED, "ExecutorShutdown"):
         raise SandboxError("executor shut down while the node ran; it will run again")
     oom = run.cg is not None and run.cg.oom_kills() > 0
     if oom:
-        notes.append(f"memory limit reached: the kernel killed a process of the node (cgroup limit "
-                     f"{run.cg.mem_bytes / GIB:.2f} GiB: mem {job.limits.mem_gib:g} GiB, a tmpfs disk and "
-                     f"48 MiB for the launcher; shmem, memfd and tmpfs pages included)")
+        notes.append(
+            f"memory limit reached: the kernel killed a process of the node (cgroup limit "
+            f"{run.cg.mem_bytes / GIB:.2f} GiB: mem {job.limits.mem_gib:g} GiB, a tmpfs disk and "
+            f"48 MiB for the launcher; shmem, memfd and tmpfs pages included)"
+        )
     if run.cg is not None and run.cg.pids_max_hits() > 0:
-        notes.append(f"process limit reached: fork/clone failed at {job.limits.nproc} tasks (cgroup pids.max)")
+        notes.append(
+            f"process limit reached: fork/clone failed at {job.limits.nproc} tasks (cgroup pids.max)"
+        )
     disk_full = any(n.startswith("disk full") for n in notes)
     if run.killed_for is not None:
         status, exc = run.killed_for

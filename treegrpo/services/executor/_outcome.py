@@ -16,8 +16,13 @@ from treegrpo.services.executor._gate import Declaration
 from treegrpo.services.executor.config import ExecutorConfig
 
 GIB = 2**30
-OK, CRASHED, TIMEOUT, NO_CODE, NO_SUBMISSION = (Status.OK, Status.CRASHED, Status.TIMEOUT, Status.NO_CODE,
-                                                Status.NO_SUBMISSION)
+OK, CRASHED, TIMEOUT, NO_CODE, NO_SUBMISSION = (
+    Status.OK,
+    Status.CRASHED,
+    Status.TIMEOUT,
+    Status.NO_CODE,
+    Status.NO_SUBMISSION,
+)
 SUBMISSION = Path("submission") / "submission.csv"
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::.*)?$")
 _EXC_NAME = re.compile(r"(Error|Exception|Exit|Interrupt|Warning|Iteration|Failure)$")
@@ -40,11 +45,16 @@ class Limits:
     def for_node(cls, decl: Declaration, cfg: ExecutorConfig) -> Limits:
         r = decl.resources or {}
         g, c = cfg.gate, cfg.caps
-        return cls(cpu=min(float(r.get("cpu", g.default_cpu)), c.cpu),
-                   mem_gib=min(float(r.get("mem", g.default_mem)), c.mem_gib),
-                   ephemeral_gib=min(float(r.get("ephemeral", g.default_ephemeral)), c.ephemeral_gib),
-                   gpu=int(r.get("gpu", 0)), timeout_s=cfg.timeout_s, nproc=c.nproc, nofile=c.nofile,
-                   output_bytes=c.output_bytes)
+        return cls(
+            cpu=min(float(r.get("cpu", g.default_cpu)), c.cpu),
+            mem_gib=min(float(r.get("mem", g.default_mem)), c.mem_gib),
+            ephemeral_gib=min(float(r.get("ephemeral", g.default_ephemeral)), c.ephemeral_gib),
+            gpu=int(r.get("gpu", 0)),
+            timeout_s=cfg.timeout_s,
+            nproc=c.nproc,
+            nofile=c.nofile,
+            output_bytes=c.output_bytes,
+        )
 
 
 @dataclass(frozen=True)
@@ -82,9 +92,11 @@ def exc_type_from_output(text: str) -> str | None:
     A SyntaxError at compile time prints no 'Traceback' header, so an unindented `Name: message`
     line whose name looks like an exception class is accepted too."""
     lines = text.splitlines()
-    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
-                default=-1)
-    for line in lines[start + 1:] if start >= 0 else []:
+    start = max(
+        (i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
+        default=-1,
+    )
+    for line in lines[start + 1 :] if start >= 0 else []:
         m = _EXC_LINE.match(line)
         if m and not line.startswith((" ", "\t", "Traceback")):
             return m.group(1).rsplit(".", 1)[-1]

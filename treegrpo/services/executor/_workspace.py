@@ -82,9 +82,25 @@ def make_image(root: Path, size: int, inodes: int) -> Path:
     try:
         with open(os.open(img, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
             fh.truncate(size)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-N", str(inodes), "-m", "0", "-O", "^has_journal,^resize_inode",
-                        "-E", "lazy_itable_init=1,nodiscard", str(img)],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                "mkfs.ext4",
+                "-q",
+                "-F",
+                "-N",
+                str(inodes),
+                "-m",
+                "0",
+                "-O",
+                "^has_journal,^resize_inode",
+                "-E",
+                "lazy_itable_init=1,nodiscard",
+                str(img),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         img.unlink(missing_ok=True)
         raise WorkspaceError(f"cannot make the workspace image: {exc}") from exc
@@ -136,7 +152,9 @@ def size_bytes(path: Path) -> int:
     length, which a Python walk by path does not (ENAMETOOLONG past 4096 bytes hides the data).
     `input` is a symlink there and du follows none."""
     try:
-        out = subprocess.run(["du", "-s", "-x", "-B1", "--", str(path)], capture_output=True, timeout=120).stdout
+        out = subprocess.run(
+            ["du", "-s", "-x", "-B1", "--", str(path)], capture_output=True, timeout=120
+        ).stdout
         return int(out.split()[0])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return 0

@@ -139,26 +139,52 @@ class ExecutorService(Service):
         span.set_attribute("treegrpo.node_id", ns.node_id)
         span.set_attribute("treegrpo.status", out.status)
         span.set_attribute("treegrpo.exec_time", out.exec_time)
-        log.info("node %s %s %s%s in %.2fs on %s", ns.node_id, ns.mode, out.status,
-                 f" ({out.exc_type})" if out.exc_type else "", out.exec_time, out.where or "-")
+        log.info(
+            "node %s %s %s%s in %.2fs on %s",
+            ns.node_id,
+            ns.mode,
+            out.status,
+            f" ({out.exc_type})" if out.exc_type else "",
+            out.exec_time,
+            out.where or "-",
+        )
 
     async def execute(self, run_id: str, ns: pb.NodeSampled, decl: Declaration) -> Outcome:
         if not ns.code.strip():
             return Outcome(status=NO_CODE)
-        job = Job(run_id=run_id, node_id=ns.node_id, task=ns.task, code=ns.code,
-                  limits=Limits.for_node(decl, self.cfg))
+        job = Job(
+            run_id=run_id,
+            node_id=ns.node_id,
+            task=ns.task,
+            code=ns.code,
+            limits=Limits.for_node(decl, self.cfg),
+        )
         try:
             return await self.backend.run(job)
         except (SandboxError, WorkspaceError) as exc:
             raise TransientError(f"sandbox failed for {ns.node_id}: {exc}", delay_s=1.0) from exc
 
 
-def executed_body(ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str) -> pb.NodeExecuted:
+def executed_body(
+    ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str
+) -> pb.NodeExecuted:
     body = pb.NodeExecuted(
-        node_id=ns.node_id, task=ns.task, round=ns.round, step=ns.step, sibling_group=ns.sibling_group,
-        group_size=ns.group_size, mode=ns.mode, status=out.status, exec_time=round(out.exec_time, 4),
-        term_tail=out.term_tail, resource_gate=gate, decl_malformed=decl.malformed,
-        decl_deps_ignored=decl.deps_ignored, where=out.where, submission_key=key)
+        node_id=ns.node_id,
+        task=ns.task,
+        round=ns.round,
+        step=ns.step,
+        sibling_group=ns.sibling_group,
+        group_size=ns.group_size,
+        mode=ns.mode,
+        status=out.status,
+        exec_time=round(out.exec_time, 4),
+        term_tail=out.term_tail,
+        resource_gate=gate,
+        decl_malformed=decl.malformed,
+        decl_deps_ignored=decl.deps_ignored,
+        where=out.where,
+        submission_key=key,
+    )
     if ns.HasField("parent_id"):
         body.parent_id = ns.parent_id
     if out.exc_type:
@@ -168,8 +194,9 @@ def executed_body(ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: boo
     if gate and decl.miss_reason:
         body.decl_miss_reason = decl.miss_reason
     if out.status != NO_CODE:
-        body.exec_timings.CopyFrom(pb.ExecTimings(**{k: round(v, 4) for k, v in
-                                                     dataclasses.asdict(out.timings).items()}))
+        body.exec_timings.CopyFrom(
+            pb.ExecTimings(**{k: round(v, 4) for k, v in dataclasses.asdict(out.timings).items()})
+        )
     if out.gpu_util is not None:
         body.gpu_util = out.gpu_util
     return body

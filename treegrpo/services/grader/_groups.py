@@ -19,13 +19,19 @@ from treegrpo.v1 import events_pb2 as pb
 
 def sibling_ids(run_id: str, graded: pb.NodeGraded) -> list[str]:
     """The contract's node ids of the group, in index order."""
-    return [ev_mod.node_id(run_id, graded.task, graded.round, graded.step, i) for i in range(graded.group_size)]
+    return [
+        ev_mod.node_id(run_id, graded.task, graded.round, graded.step, i) for i in range(graded.group_size)
+    ]
 
 
-def build_group_scored(graded: pb.NodeGraded, members: list[pb.NodeGraded], shaping: Shaping) -> pb.GroupScored:
+def build_group_scored(
+    graded: pb.NodeGraded, members: list[pb.NodeGraded], shaping: Shaping
+) -> pb.GroupScored:
     typed = [Member(m.node_id, m.status, m.oriented if m.HasField("oriented") else None) for m in members]
     rewards = group_rewards(typed, shaping)
-    body = pb.GroupScored(sibling_group=graded.sibling_group, task=graded.task, round=graded.round, step=graded.step)
+    body = pb.GroupScored(
+        sibling_group=graded.sibling_group, task=graded.task, round=graded.round, step=graded.step
+    )
     for member, reward in zip(typed, rewards, strict=True):
         gm = body.members.add(node_id=member.node_id, reward=reward, status=member.status)
         if member.oriented is not None:
@@ -65,8 +71,9 @@ class GroupTracker:
         self.lookups += 1
         return await self.bus.last_event(run_id, Kind.GROUP_SCORED, sibling_group) is not None
 
-    async def _complete_members(self, run_id: str, graded: pb.NodeGraded,
-                                members: dict[str, pb.NodeGraded]) -> list[pb.NodeGraded] | None:
+    async def _complete_members(
+        self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]
+    ) -> list[pb.NodeGraded] | None:
         ids = sibling_ids(run_id, graded)
         if graded.node_id not in ids:  # ids not from events.node_id (e.g. imported): scan the run
             return await self._members_by_replay(run_id, graded, members)
@@ -79,8 +86,9 @@ class GroupTracker:
                 members[nid] = found.node_graded
         return [members[nid] for nid in ids]
 
-    async def _members_by_replay(self, run_id: str, graded: pb.NodeGraded,
-                                 members: dict[str, pb.NodeGraded]) -> list[pb.NodeGraded] | None:
+    async def _members_by_replay(
+        self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]
+    ) -> list[pb.NodeGraded] | None:
         if len(members) < graded.group_size:
             async for _seq, event in self.bus.replay(run_id, kinds=[Kind.NODE_GRADED]):
                 g = event.node_graded

@@ -28,7 +28,8 @@ _Z_MAX = 30.0  # σ(30) < 1 in float64, so a valid reward never reaches 1
 @dataclass(frozen=True)
 class Shaping:
     penalties: Mapping[str, float] = field(
-        default_factory=lambda: dict.fromkeys((s.value for s in FAILURE_STATUSES), DEFAULT_PENALTY))
+        default_factory=lambda: dict.fromkeys((s.value for s in FAILURE_STATUSES), DEFAULT_PENALTY)
+    )
     temperature: float = 0.5
     unknown_status_penalty: float = DEFAULT_PENALTY
 

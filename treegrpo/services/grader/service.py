@@ -40,9 +40,19 @@ log = logging.getLogger(__name__)
 
 def graded_from_executed(ex: pb.NodeExecuted) -> pb.NodeGraded:
     """The fields every graded fact copies from its executed fact."""
-    body = pb.NodeGraded(node_id=ex.node_id, task=ex.task, round=ex.round, step=ex.step,
-                         sibling_group=ex.sibling_group, group_size=ex.group_size, status=ex.status,
-                         is_buggy=True, source="none", exec_time=ex.exec_time, mode=ex.mode)
+    body = pb.NodeGraded(
+        node_id=ex.node_id,
+        task=ex.task,
+        round=ex.round,
+        step=ex.step,
+        sibling_group=ex.sibling_group,
+        group_size=ex.group_size,
+        status=ex.status,
+        is_buggy=True,
+        source="none",
+        exec_time=ex.exec_time,
+        mode=ex.mode,
+    )
     if ex.HasField("parent_id"):
         body.parent_id = ex.parent_id
     return body
@@ -95,7 +105,9 @@ class GraderService(Service):
         assert self.bus is not None and self.groups is not None
         ex, run_id = event.node_executed, event.envelope.run_id
         if not ex.node_id or not ex.sibling_group or ex.group_size < 1:
-            raise PermanentError(f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}")
+            raise PermanentError(
+                f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}"
+            )
         prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)
         if prior is not None:
             graded = prior.node_graded

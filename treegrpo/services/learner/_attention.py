@@ -25,6 +25,7 @@ def _varlen():
     if _state["varlen"] is None:
         try:
             from torch.nn.attention.varlen import varlen_attn
+
             params = inspect.signature(varlen_attn).parameters
             _state["varlen"] = (varlen_attn, "is_causal" in params, "enable_gqa" in params)
         except (ImportError, AttributeError):
@@ -37,8 +38,10 @@ def _per_sequence(q, k, v, cu: list[int], scale: float | None) -> torch.Tensor:
     gqa = q.shape[1] != k.shape[1]
     # split, not slicing: a slice's backward writes a zero tensor of the whole row per sequence
     lens = [e - s for s, e in zip(cu[:-1], cu[1:], strict=True)]
-    outs = [F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, scale=scale, enable_gqa=gqa)
-            for qi, ki, vi in zip(q.split(lens, 2), k.split(lens, 2), v.split(lens, 2), strict=True)]
+    outs = [
+        F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, scale=scale, enable_gqa=gqa)
+        for qi, ki, vi in zip(q.split(lens, 2), k.split(lens, 2), v.split(lens, 2), strict=True)
+    ]
     return torch.cat(outs, dim=2).transpose(1, 2)
 
 
@@ -65,8 +68,9 @@ def packed_attention(module, query, key, value, attention_mask=None, scaling=Non
     cu = kwargs.get("cu_seq_lens_q")
     if cu is None:  # an unpacked batch: plain causal attention per row
         gqa = query.shape[1] != key.shape[1]
-        out = F.scaled_dot_product_attention(query, key, value, is_causal=query.shape[2] > 1, scale=scaling,
-                                             enable_gqa=gqa)
+        out = F.scaled_dot_product_attention(
+            query, key, value, is_causal=query.shape[2] > 1, scale=scaling, enable_gqa=gqa
+        )
         return out.transpose(1, 2), None
     if query.shape[0] != 1:
         raise ValueError("packed attention expects one row of packed sequences")
@@ -91,6 +95,7 @@ def register() -> str:
 def _fla_available() -> bool:
     try:
         import fla  # noqa: F401
+
         return True
     except Exception:  # an import error or a missing GPU toolchain
         return False
@@ -99,14 +104,18 @@ def _fla_available() -> bool:
 def _conv_per_sequence(original):
     """Wrap transformers' causal_conv1d_fn so its 4-tap window never reaches into the previous
     packed sequence (the reference path convolves the whole row as one sequence)."""
+
     def conv(hidden_states, weight, bias=None, activation=None, **kwargs):
         cu = kwargs.get("cu_seq_lens_q")
         if cu is None or hidden_states.shape[0] != 1:
             return original(hidden_states, weight, bias, activation=activation)
         bounds = cu.tolist()
-        parts_ = [original(hidden_states[:, :, s:e], weight, bias, activation=activation)
-                  for s, e in zip(bounds[:-1], bounds[1:], strict=True)]
+        parts_ = [
+            original(hidden_states[:, :, s:e], weight, bias, activation=activation)
+            for s, e in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
         return torch.cat(parts_, dim=-1)
+
     conv._tg_packed = True  # type: ignore[attr-defined]
     return conv
 

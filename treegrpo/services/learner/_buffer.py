@@ -44,7 +44,9 @@ class PendingGroup:
         return min((m.policy_version for m in self.members), default=0)
 
     def advantages(self, estimator: str) -> list[float]:
-        return advantages.compute(estimator, [m.reward for m in self.members], [m.status for m in self.members])
+        return advantages.compute(
+            estimator, [m.reward for m in self.members], [m.status for m in self.members]
+        )
 
 
 @dataclass
@@ -70,8 +72,14 @@ class GroupBuffer:
         self.changed.set()
         return kept
 
-    def take(self, need: int, version: int, max_staleness: int, sync: bool,
-             consumed: Callable[[int], int] = lambda _round: 0) -> Batch | None:
+    def take(
+        self,
+        need: int,
+        version: int,
+        max_staleness: int,
+        sync: bool,
+        consumed: Callable[[int], int] = lambda _round: 0,
+    ) -> Batch | None:
         """The next batch, oldest first; stale groups are removed and returned to be dropped.
 
         sync: the groups of the oldest round present once the round is whole (one step per round

@@ -43,7 +43,7 @@ class LearnerState:
     (trained or dropped as stale), so a redelivered group is recognised and never trained twice."""
 
     run_id: str = ""
-    step: int = 0            # steps done; the policy version is the step
+    step: int = 0  # steps done; the policy version is the step
     last_stream_seq: int = 0  # stream sequence of the newest group consumed
     trained: list[str] = field(default_factory=list)
     dropped_stale: int = 0
@@ -91,9 +91,14 @@ def save(root: Path, state: LearnerState, model, trainer_state: dict, keep: int 
     torch.save(trainer_state, tmp / "trainer.pt")
     (tmp / "state.json").write_text(state.to_json())
     _fsync_files(tmp)
-    manifest = {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": file_sha256(f)}
-                for f in sorted(tmp.rglob("*")) if f.is_file()}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: it vouches for the rest
+    manifest = {
+        str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": file_sha256(f)}
+        for f in sorted(tmp.rglob("*"))
+        if f.is_file()
+    }
+    (tmp / MANIFEST).write_text(
+        json.dumps(manifest, indent=1, sort_keys=True)
+    )  # last: it vouches for the rest
     _fsync_files(tmp, only=MANIFEST)
     if final.exists():  # a re-run of the same step after a crash: replace it
         shutil.rmtree(final)

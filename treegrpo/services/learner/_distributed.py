@@ -161,8 +161,12 @@ def gather_optimizer(opt: torch.optim.Optimizer, params: list[torch.nn.Parameter
     for p in params:
         st = opt.state.get(p)
         if st:
-            sd["state"][index[id(p)]] = {k: full(v) if torch.is_tensor(v) and v.dim() > 0 else
-                                          (v.detach().cpu() if torch.is_tensor(v) else v) for k, v in st.items()}
+            sd["state"][index[id(p)]] = {
+                k: full(v)
+                if torch.is_tensor(v) and v.dim() > 0
+                else (v.detach().cpu() if torch.is_tensor(v) else v)
+                for k, v in st.items()
+            }
     return sd
 
 
@@ -171,7 +175,9 @@ def scatter_optimizer(opt: torch.optim.Optimizer, params: list[torch.nn.Paramete
     state = {}
     for i, st in sd["state"].items():
         p = params[int(i)]
-        state[int(i)] = {k: local_shard(v, p) if torch.is_tensor(v) and v.dim() > 0 else v for k, v in st.items()}
+        state[int(i)] = {
+            k: local_shard(v, p) if torch.is_tensor(v) and v.dim() > 0 else v for k, v in st.items()
+        }
     opt.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
 
 

@@ -54,8 +54,9 @@ class _ChunkedLogprob(torch.autograd.Function):
         return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None
 
 
-def chunked_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                     chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+def chunked_logprobs(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = 2048
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp[y], entropy) per row of `hidden` [N, H] under the LM head `weight` [V, H]; float32.
 
     The entropy is a metric and carries no gradient."""

@@ -26,7 +26,7 @@ import torch
 class LossSettings:
     clip_low: float = 0.2
     clip_high: float = 0.28
-    tis_cap: float = 2.0      # 0 disables the importance weights
+    tis_cap: float = 2.0  # 0 disables the importance weights
     kl_coef: float = 0.0
 
 
@@ -44,17 +44,26 @@ def token_weights(response_lens: Sequence[int], aggregation: str) -> list[float]
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def policy_loss(logp: torch.Tensor, prox: torch.Tensor, behav: torch.Tensor, adv: torch.Tensor,
-                weight: torch.Tensor, s: LossSettings, ref: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def policy_loss(
+    logp: torch.Tensor,
+    prox: torch.Tensor,
+    behav: torch.Tensor,
+    adv: torch.Tensor,
+    weight: torch.Tensor,
+    s: LossSettings,
+    ref: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Sum of weighted per-token losses (a scalar) and per-token statistics (detached)."""
     log_ratio = logp - prox
     ratio = torch.exp(log_ratio)
     pg1 = -adv * ratio
     pg2 = -adv * torch.clamp(ratio, 1.0 - s.clip_low, 1.0 + s.clip_high)
     pg = torch.maximum(pg1, pg2)
-    stats = {"clipped": (pg2 > pg1).float().detach(), "ratio": ratio.detach(),
-             "approx_kl": (0.5 * log_ratio.detach() ** 2)}
+    stats = {
+        "clipped": (pg2 > pg1).float().detach(),
+        "ratio": ratio.detach(),
+        "approx_kl": (0.5 * log_ratio.detach() ** 2),
+    }
     if s.tis_cap > 0:
         w = torch.exp(prox - behav).clamp(max=s.tis_cap).detach()
         pg = pg * w

@@ -19,8 +19,14 @@ def lora_config(s):
 
     # peft's "all-linear": every nn.Linear but the LM head (Qwen3.5's linear-attention projections too)
     targets = "all-linear" if s.target_modules == "all-linear" else list(s.target_modules)
-    return LoraConfig(r=s.r, lora_alpha=s.alpha, lora_dropout=s.dropout, target_modules=targets,
-                      bias="none", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=s.r,
+        lora_alpha=s.alpha,
+        lora_dropout=s.dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
 
 
 def wrap_lora(base: torch.nn.Module, s, adapter_dir: str | Path | None = None):
@@ -43,7 +49,9 @@ def load_base(path: str | Path, dtype: str = "float32", device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
     register_packed_attention()
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype], attn_implementation="tg_packed")
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path), dtype=DTYPES[dtype], attn_implementation="tg_packed"
+    )
     model.to(device)
     model.config.use_cache = False
     for p in model.parameters():
@@ -88,16 +96,32 @@ def adapter_disabled(model):
     return contextlib.nullcontext()
 
 
-def tiny_qwen3(vocab: int = 96, hidden: int = 32, layers: int = 2, heads: int = 4, kv_heads: int = 2,
-               seed: int = 0, dtype: torch.dtype = torch.float32):
+def tiny_qwen3(
+    vocab: int = 96,
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+):
     """A random-weight Qwen3 for tests and the CPU benchmark (no hub, no tokenizer needed)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     register_packed_attention()
-    cfg = Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 3,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      head_dim=hidden // heads, max_position_embeddings=4096, tie_word_embeddings=False,
-                      attn_implementation="tg_packed", use_cache=False)
+    cfg = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=hidden // heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        attn_implementation="tg_packed",
+        use_cache=False,
+    )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg).to(dtype)
     for p in model.parameters():

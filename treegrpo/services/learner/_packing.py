@@ -26,14 +26,14 @@ class SeqSpec:
 
 @dataclass
 class MicroBatch:
-    samples: list[int]            # indices into the caller's sequence list, in packing order
-    input_ids: torch.Tensor       # [1, T]
-    position_ids: torch.Tensor    # [1, T], restarting at 0 per sequence
+    samples: list[int]  # indices into the caller's sequence list, in packing order
+    input_ids: torch.Tensor  # [1, T]
+    position_ids: torch.Tensor  # [1, T], restarting at 0 per sequence
     cu_seqlens: torch.Tensor | None  # [n + 1] int64; None for padded rows (one sequence per row)
     max_len: int
-    rows: torch.Tensor            # [M] positions whose hidden state predicts a response token
-    targets: torch.Tensor         # [M] the response tokens predicted
-    row_sample: torch.Tensor      # [M] which of `samples` (0..n-1) each row belongs to
+    rows: torch.Tensor  # [M] positions whose hidden state predicts a response token
+    targets: torch.Tensor  # [M] the response tokens predicted
+    row_sample: torch.Tensor  # [M] which of `samples` (0..n-1) each row belongs to
     response_lens: list[int]
 
     @property
@@ -41,9 +41,13 @@ class MicroBatch:
         return int(self.input_ids.numel())
 
     def to(self, device: torch.device | str) -> MicroBatch:
-        move = {k: (None if getattr(self, k) is None else getattr(self, k).to(device, non_blocking=True))
-                for k in ("input_ids", "position_ids", "cu_seqlens", "rows", "targets", "row_sample")}
-        return MicroBatch(samples=self.samples, max_len=self.max_len, response_lens=self.response_lens, **move)
+        move = {
+            k: (None if getattr(self, k) is None else getattr(self, k).to(device, non_blocking=True))
+            for k in ("input_ids", "position_ids", "cu_seqlens", "rows", "targets", "row_sample")
+        }
+        return MicroBatch(
+            samples=self.samples, max_len=self.max_len, response_lens=self.response_lens, **move
+        )
 
 
 def plan(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -127,17 +131,21 @@ def build_rows(seqs: Sequence[SeqSpec], members: list[int]) -> MicroBatch:
         p, r = len(s.prompt_ids), len(s.response_ids)
         if p == 0:
             raise ValueError("a sequence needs at least one prompt token to predict its first response token")
-        ids[k, :p + r] = torch.tensor(list(s.prompt_ids) + list(s.response_ids))
+        ids[k, : p + r] = torch.tensor(list(s.prompt_ids) + list(s.response_ids))
         rows.extend(range(k * width + p - 1, k * width + p + r - 1))
         targets.extend(s.response_ids)
         row_sample.extend([k] * r)
     return MicroBatch(
-        samples=list(members), input_ids=ids,
+        samples=list(members),
+        input_ids=ids,
         position_ids=torch.arange(width).expand(len(members), width).contiguous(),
-        cu_seqlens=None, max_len=width,
-        rows=torch.tensor(rows, dtype=torch.long), targets=torch.tensor(targets, dtype=torch.long),
+        cu_seqlens=None,
+        max_len=width,
+        rows=torch.tensor(rows, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
         row_sample=torch.tensor(row_sample, dtype=torch.long),
-        response_lens=[len(seqs[i].response_ids) for i in members])
+        response_lens=[len(seqs[i].response_ids) for i in members],
+    )
 
 
 def pack_rows(seqs: Sequence[SeqSpec], budget: int) -> list[MicroBatch]:

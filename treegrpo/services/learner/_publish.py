@@ -76,8 +76,9 @@ def _chunks(run_id: str, version: int, sha: str, path: Path) -> Iterator[wpb.Ada
             data = fh.read(CHUNK)
             if not data and offset > 0:
                 return
-            yield wpb.AdapterChunk(run_id=run_id, version=version, sha256=sha, total_bytes=total,
-                                   offset=offset, data=data)
+            yield wpb.AdapterChunk(
+                run_id=run_id, version=version, sha256=sha, total_bytes=total, offset=offset, data=data
+            )
             offset += len(data)
             if not data:
                 return
@@ -98,7 +99,7 @@ async def loaded_count(bus: Bus, run_id: str, version: int, sha256: str) -> int:
     except Exception:  # a bus hiccup: count nothing, the caller waits and asks again
         return 0
     n = 0
-    for subject in (info.state.subjects or {}):
+    for subject in info.state.subjects or {}:
         sampler = subject.rsplit(".", 1)[-1]
         event = await bus.last_event(run_id, Kind.POLICY_LOADED, (str(version), sampler))
         if event is not None and event.policy_loaded.sha256 in ("", sha256):
@@ -107,8 +108,16 @@ async def loaded_count(bus: Bus, run_id: str, version: int, sha256: str) -> int:
 
 
 class Publisher:
-    def __init__(self, bus: Bus, producer: str, endpoints: list[str], expect_loaded: int,
-                 push_timeout_s: float, loaded_timeout_s: float, attempts: int):
+    def __init__(
+        self,
+        bus: Bus,
+        producer: str,
+        endpoints: list[str],
+        expect_loaded: int,
+        push_timeout_s: float,
+        loaded_timeout_s: float,
+        attempts: int,
+    ):
         self.bus, self.producer, self.endpoints = bus, producer, list(endpoints)
         self.expect = len(self.endpoints) if expect_loaded < 0 else expect_loaded
         self.push_timeout_s, self.loaded_timeout_s, self.attempts = push_timeout_s, loaded_timeout_s, attempts
@@ -116,8 +125,9 @@ class Publisher:
     async def upload(self, run_id: str, step: int, archive: Path, base_model: str) -> Published:
         key = adapter_key(run_id, step)
         sha, size = await self.bus.put_object(ADAPTERS, key, archive)
-        body = pb.PolicyPublished(version=step, adapter_key=key, sha256=sha, bytes=size, step=step,
-                                  base_model=base_model)
+        body = pb.PolicyPublished(
+            version=step, adapter_key=key, sha256=sha, bytes=size, step=step, base_model=base_model
+        )
         await self.bus.publish(ev_mod.make_event(run_id, self.producer, body))
         return Published(step, key, sha, size, archive)
 
@@ -128,13 +138,30 @@ class Publisher:
         for attempt in range(1, self.attempts + 1):  # noqa: B007 (reported below)
             await asyncio.gather(*(self._push_one(e, run_id, pub) for e in self.endpoints))
             if await self._wait_loaded(run_id, pub):
-                return {"push_attempts": float(attempt), "push_s": time.perf_counter() - started,
-                        "push_confirmed": 1.0}
-            log.warning("version %d: %d confirmation(s) missing after %.0fs (attempt %d/%d)", pub.version,
-                        self.expect, self.loaded_timeout_s, attempt, self.attempts)
-        log.error("version %d was not confirmed by %d sampler(s); they can still pull %s", pub.version,
-                  self.expect, pub.key)
-        return {"push_attempts": float(attempt), "push_s": time.perf_counter() - started, "push_confirmed": 0.0}
+                return {
+                    "push_attempts": float(attempt),
+                    "push_s": time.perf_counter() - started,
+                    "push_confirmed": 1.0,
+                }
+            log.warning(
+                "version %d: %d confirmation(s) missing after %.0fs (attempt %d/%d)",
+                pub.version,
+                self.expect,
+                self.loaded_timeout_s,
+                attempt,
+                self.attempts,
+            )
+        log.error(
+            "version %d was not confirmed by %d sampler(s); they can still pull %s",
+            pub.version,
+            self.expect,
+            pub.key,
+        )
+        return {
+            "push_attempts": float(attempt),
+            "push_s": time.perf_counter() - started,
+            "push_confirmed": 0.0,
+        }
 
     async def _push_one(self, endpoint: str, run_id: str, pub: Published) -> None:
         try:

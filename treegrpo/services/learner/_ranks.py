@@ -47,9 +47,16 @@ class RankSpec:
 
     @classmethod
     def from_config(cls, cfg, model_path: str) -> RankSpec:
-        return cls(model_path=model_path, devices=tuple(cfg.devices), trainer=TrainerSettings.from_config(cfg),
-                   lora=cfg.lora.model_dump(), seed=cfg.seed, torch_threads=cfg.torch_threads,
-                   gradient_checkpointing=cfg.gradient_checkpointing, timeout_s=cfg.dist_timeout_s)
+        return cls(
+            model_path=model_path,
+            devices=tuple(cfg.devices),
+            trainer=TrainerSettings.from_config(cfg),
+            lora=cfg.lora.model_dump(),
+            seed=cfg.seed,
+            torch_threads=cfg.torch_threads,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+            timeout_s=cfg.dist_timeout_s,
+        )
 
 
 def free_port() -> int:
@@ -67,8 +74,14 @@ def init_ranks(rank: int, world: int, device: str, port: int, timeout_s: float) 
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=timeout_s), device_id=dev if dev.type == "cuda" else None)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=timeout_s),
+        device_id=dev if dev.type == "cuda" else None,
+    )
     mesh = init_device_mesh(dev.type, (world,))
     control = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
     idle = dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
@@ -128,8 +141,10 @@ class RankedTrainer:
 
         spec = replace(spec, port=spec.port or free_port())
         ctx = mp.get_context("spawn")
-        self.workers = [ctx.Process(target=worker_main, args=(r, spec), daemon=True, name=f"learner-rank{r}")
-                        for r in range(1, len(spec.devices))]
+        self.workers = [
+            ctx.Process(target=worker_main, args=(r, spec), daemon=True, name=f"learner-rank{r}")
+            for r in range(1, len(spec.devices))
+        ]
         for w in self.workers:
             w.start()
         self.healthy = False

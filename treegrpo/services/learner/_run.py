@@ -31,9 +31,17 @@ log = logging.getLogger(__name__)
 
 
 class RunLearner:
-    def __init__(self, cfg: LearnerConfig, run_id: str, spec: RunSpec, bus: Bus, producer: str,
-                 tracer: trace.Tracer):
-        self.cfg, self.run_id, self.spec, self.bus, self.producer, self.tracer = cfg, run_id, spec, bus, producer, tracer
+    def __init__(
+        self, cfg: LearnerConfig, run_id: str, spec: RunSpec, bus: Bus, producer: str, tracer: trace.Tracer
+    ):
+        self.cfg, self.run_id, self.spec, self.bus, self.producer, self.tracer = (
+            cfg,
+            run_id,
+            spec,
+            bus,
+            producer,
+            tracer,
+        )
         self.buffer = GroupBuffer()
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
@@ -41,8 +49,15 @@ class RunLearner:
         self.restore_notes: list[str] = []  # damaged checkpoints skipped on open (the service reports them)
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
-        self.publisher = Publisher(bus, producer, cfg.sampler_endpoints, cfg.expect_loaded, cfg.push_timeout_s,
-                                   cfg.loaded_timeout_s, cfg.push_attempts)
+        self.publisher = Publisher(
+            bus,
+            producer,
+            cfg.sampler_endpoints,
+            cfg.expect_loaded,
+            cfg.push_timeout_s,
+            cfg.loaded_timeout_s,
+            cfg.push_attempts,
+        )
         self.model_path = cfg.model or str(treegrpo_home() / "models" / "small")
         self.need = cfg.groups_per_step or len(spec.tasks) * spec.tree.expansions
         self.sync = spec.max_staleness == 0
@@ -51,13 +66,19 @@ class RunLearner:
     async def open(self) -> None:
         await asyncio.to_thread(self._build)
         await self._restore()
-        log.info("learner for run %s at version %d (%d groups consumed)", self.run_id, self.state.step,
-                 len(self.trained))
+        log.info(
+            "learner for run %s at version %d (%d groups consumed)",
+            self.run_id,
+            self.state.step,
+            len(self.trained),
+        )
 
     def _build(self) -> None:
         import torch
 
-        if len(self.cfg.devices) > 1:  # N ranks, sharded; rank 0 runs here (treegrpo/services/learner/_ranks.py)
+        if (
+            len(self.cfg.devices) > 1
+        ):  # N ranks, sharded; rank 0 runs here (treegrpo/services/learner/_ranks.py)
             from treegrpo.services.learner._ranks import RankedTrainer, RankSpec
 
             self.trainer = RankedTrainer(RankSpec.from_config(self.cfg, self.model_path))
@@ -72,7 +93,9 @@ class RunLearner:
             base.train()  # transformers checkpoints layers only in training mode
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = wrap_lora(base, self.cfg.lora)
-        self.trainer = PolicyTrainer(self.model, replace(TrainerSettings.from_config(self.cfg), device=device))
+        self.trainer = PolicyTrainer(
+            self.model, replace(TrainerSettings.from_config(self.cfg), device=device)
+        )
 
     async def _latest_published(self) -> pb.PolicyPublished | None:
         latest = None
@@ -122,8 +145,11 @@ class RunLearner:
         if v == 0 or await self.bus.last_event(self.run_id, Kind.LEARNER_STEPPED, str(v)) is not None:
             return
         log.warning("completing version %d after a restart", v)
-        record = ParseDict(self.state.record, pb.LearnerStepped()) if self.state.record else \
-            pb.LearnerStepped(step=v, policy_version=v, last_stream_seq=self.state.last_stream_seq)
+        record = (
+            ParseDict(self.state.record, pb.LearnerStepped())
+            if self.state.record
+            else pb.LearnerStepped(step=v, policy_version=v, last_stream_seq=self.state.last_stream_seq)
+        )
         started = time.perf_counter()
         if pub is None or pub.version < v:
             published = await self._upload()
@@ -149,21 +175,40 @@ class RunLearner:
             if event is None:
                 raise TransientError(f"node.sampled of {m.node_id} not on the stream yet", 2.0)
             ns = event.node_sampled
-            out.append(Member(m.node_id, m.reward, m.status, tuple(ns.prompt_token_ids),
-                              tuple(ns.response_token_ids), tuple(ns.response_logprobs), int(ns.policy_version)))
+            out.append(
+                Member(
+                    m.node_id,
+                    m.reward,
+                    m.status,
+                    tuple(ns.prompt_token_ids),
+                    tuple(ns.response_token_ids),
+                    tuple(ns.response_logprobs),
+                    int(ns.policy_version),
+                )
+            )
         return out
 
     # ---- the step ------------------------------------------------------------------------------
     def consumed_in_round(self, round_: int) -> int:
         """How many of a round's groups (ids are deterministic) were already trained or dropped."""
-        ids = {ev_mod.group_id(self.run_id, t, round_, s) for t in self.spec.tasks
-               for s in range(self.spec.tree.expansions)}
+        ids = {
+            ev_mod.group_id(self.run_id, t, round_, s)
+            for t in self.spec.tasks
+            for s in range(self.spec.tree.expansions)
+        }
         return len(ids & self.trained)
 
     def drop_stale(self, batch: Batch) -> None:
         for g in batch.stale:
-            log.warning("dropping group %s (task %s round %d): sampled with v%d, learner at v%d, max_staleness=%d",
-                        g.group, g.task, g.round, g.policy_version, self.state.step, self.spec.max_staleness)
+            log.warning(
+                "dropping group %s (task %s round %d): sampled with v%d, learner at v%d, max_staleness=%d",
+                g.group,
+                g.task,
+                g.round,
+                g.policy_version,
+                self.state.step,
+                self.spec.max_staleness,
+            )
             self.trained.add(g.group)
             self.state.dropped_stale += 1
             self.state.last_stream_seq = max(self.state.last_stream_seq, g.stream_seq)
@@ -179,8 +224,17 @@ class RunLearner:
             for m, a in zip(g.members, adv, strict=True):
                 if not m.prompt_ids or not m.response_ids:
                     continue  # nothing to condition on or to train (the sampler recorded no tokens)
-                out.append(TrainSample(g.group, m.node_id, m.prompt_ids, m.response_ids, m.behaviour_logprobs, a,
-                                       self.state.step - m.policy_version))
+                out.append(
+                    TrainSample(
+                        g.group,
+                        m.node_id,
+                        m.prompt_ids,
+                        m.response_ids,
+                        m.behaviour_logprobs,
+                        a,
+                        self.state.step - m.policy_version,
+                    )
+                )
         return out, with_signal, staleness
 
     async def step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
@@ -193,8 +247,11 @@ class RunLearner:
     async def _step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
         t0 = time.perf_counter()
         wall0 = time.time_ns()
-        with self.tracer.start_as_current_span("learner.step", context=step_context(batch),
-                                               links=[trace.Link(g.span) for g in batch.groups if g.span]) as span:
+        with self.tracer.start_as_current_span(
+            "learner.step",
+            context=step_context(batch),
+            links=[trace.Link(g.span) for g in batch.groups if g.span],
+        ) as span:
             span.set_attribute("treegrpo.run_id", self.run_id)
             phases, metrics = {"gen": waited_s}, {}
             with self.tracer.start_as_current_span("adv"):
@@ -219,8 +276,15 @@ class RunLearner:
             if self.state.step % self.cfg.checkpoint_every == 0:
                 with self.tracer.start_as_current_span("save_checkpoint"):
                     ts = time.perf_counter()
-                    await asyncio.to_thread(lambda: ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(),
-                                                              self.cfg.keep_checkpoints))
+                    await asyncio.to_thread(
+                        lambda: ckpt.save(
+                            self.ckpt_dir,
+                            self.state,
+                            adapter,
+                            self.trainer.state(),
+                            self.cfg.keep_checkpoints,
+                        )
+                    )
                     record.phases_s.save_checkpoint = time.perf_counter() - ts
                     record.total_s = waited_s + (time.perf_counter() - t0)
                     self.state.record = MessageToDict(record, preserving_proto_field_name=True)
@@ -243,9 +307,11 @@ class RunLearner:
         bad = {k: v for k, v in metrics.items() if not math.isfinite(float(v))}
         params = nonfinite_in_tensors(p for p in self.model.parameters() if p.requires_grad)
         if bad or params:
-            raise ckpt.NonFiniteWeights(f"step {self.state.step + 1}: non-finite "
-                                        f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
-                                        f"{f'{params} adapter values' if params else ''}; nothing saved or published")
+            raise ckpt.NonFiniteWeights(
+                f"step {self.state.step + 1}: non-finite "
+                f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
+                f"{f'{params} adapter values' if params else ''}; nothing saved or published"
+            )
 
     def _advance(self, batch: Batch) -> None:
         self.state.step += 1
@@ -255,10 +321,15 @@ class RunLearner:
         self.state.trained = sorted(self.trained)
 
     def _record(self, batch, phases, metrics, with_signal, staleness, dropped) -> pb.LearnerStepped:
-        rec = pb.LearnerStepped(step=self.state.step, policy_version=self.state.step,
-                                sibling_groups=[g.group for g in batch.groups], staleness=staleness,
-                                groups_with_signal=with_signal, groups_dropped_stale=dropped,
-                                last_stream_seq=self.state.last_stream_seq)
+        rec = pb.LearnerStepped(
+            step=self.state.step,
+            policy_version=self.state.step,
+            sibling_groups=[g.group for g in batch.groups],
+            staleness=staleness,
+            groups_with_signal=with_signal,
+            groups_dropped_stale=dropped,
+            last_stream_seq=self.state.last_stream_seq,
+        )
         for k in ("gen", "old_log_prob", "ref", "adv", "update_actor"):
             setattr(rec.phases_s, k, float(phases.get(k, 0.0)))
         rec.metrics.update({k: float(v) for k, v in metrics.items()})

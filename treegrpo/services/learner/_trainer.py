@@ -95,9 +95,12 @@ class PolicyTrainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters (no adapter attached?)")
-        fused = self.device.type == "cuda" and ranks is None  # sharded: the foreach path, DTensor's best-trodden
-        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
-                                     weight_decay=cfg.weight_decay, fused=fused)
+        fused = (
+            self.device.type == "cuda" and ranks is None
+        )  # sharded: the foreach path, DTensor's best-trodden
+        self.opt = torch.optim.AdamW(
+            self.params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay, fused=fused
+        )
         self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
         # padded rows (one sequence each) where packed sequences would leak state into each other
@@ -114,23 +117,34 @@ class PolicyTrainer:
 
     def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, entropy) of every response token of a packed micro-batch, in row order."""
-        varlen = {} if mb.cu_seqlens is None else {
-            "cu_seq_lens_q": mb.cu_seqlens, "cu_seq_lens_k": mb.cu_seqlens,
-            "max_length_q": mb.max_len, "max_length_k": mb.max_len}
+        varlen = (
+            {}
+            if mb.cu_seqlens is None
+            else {
+                "cu_seq_lens_q": mb.cu_seqlens,
+                "cu_seq_lens_k": mb.cu_seqlens,
+                "max_length_q": mb.max_len,
+                "max_length_k": mb.max_len,
+            }
+        )
         with self._amp():
-            return self.policy(mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens,
-                               **varlen)
+            return self.policy(
+                mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens, **varlen
+            )
 
     def _pack(self, seqs: Sequence[SeqSpec]) -> list[MicroBatch]:
         return pack(seqs, self.budget) if self.packed else pack_rows(seqs, self.budget)
 
-    def _share(self, seqs: Sequence[SeqSpec], indices: list[int]) -> tuple[list[int], list[MicroBatch | None]]:
+    def _share(
+        self, seqs: Sequence[SeqSpec], indices: list[int]
+    ) -> tuple[list[int], list[MicroBatch | None]]:
         """(this rank's indices, its micro-batches); with N ranks the indices are balanced by tokens
         and `None` pads to the largest rank's micro-batch count (a zero-weight dummy pass)."""
         if self.world == 1:
             return indices, list(self._pack([seqs[i] for i in indices]))
-        mine, most = dd.my_share([seqs[i].length for i in indices], self.ranks, plan if self.packed else plan_rows,
-                                 self.budget)
+        mine, most = dd.my_share(
+            [seqs[i].length for i in indices], self.ranks, plan if self.packed else plan_rows, self.budget
+        )
         mine = [indices[k] for k in mine]
         mbs: list[MicroBatch | None] = list(self._pack([seqs[i] for i in mine])) if mine else []
         return mine, mbs + [None] * (most - len(mbs))
@@ -161,12 +175,25 @@ class PolicyTrainer:
         cap = self.cfg.max_response_tokens
         if not cap:
             return list(samples)
-        return [TrainSample(s.group, s.node_id, s.prompt_ids, s.response_ids[:cap], s.behaviour_logprobs[:cap],
-                            s.advantage, s.staleness) for s in samples]
+        return [
+            TrainSample(
+                s.group,
+                s.node_id,
+                s.prompt_ids,
+                s.response_ids[:cap],
+                s.behaviour_logprobs[:cap],
+                s.advantage,
+                s.staleness,
+            )
+            for s in samples
+        ]
 
     def _active(self, samples: Sequence[TrainSample]) -> list[int]:
-        return [i for i, s in enumerate(samples)
-                if s.response_ids and (s.advantage != 0.0 or self.cfg.kl_coef > 0)]
+        return [
+            i
+            for i, s in enumerate(samples)
+            if s.response_ids and (s.advantage != 0.0 or self.cfg.kl_coef > 0)
+        ]
 
     def step(self, samples: Sequence[TrainSample]) -> StepOutput:
         samples = self._prepare(samples)
@@ -182,7 +209,9 @@ class PolicyTrainer:
             phases["old_log_prob"] = time.perf_counter() - t
         if active and self.cfg.kl_coef > 0:
             t = time.perf_counter()
-            ref = self._by_index(active, self.logprobs([seqs[i] for i in active], adapter=False), len(samples))
+            ref = self._by_index(
+                active, self.logprobs([seqs[i] for i in active], adapter=False), len(samples)
+            )
             self.sync()
             phases["ref"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -191,7 +220,9 @@ class PolicyTrainer:
         phases["update_actor"] = time.perf_counter() - t
         tokens = sum(len(s.response_ids) for s in samples)
         metrics["tokens"] = float(tokens)
-        metrics["tokens_trained"] = float(sum(len(samples[i].response_ids) + len(samples[i].prompt_ids) for i in active))
+        metrics["tokens_trained"] = float(
+            sum(len(samples[i].response_ids) + len(samples[i].prompt_ids) for i in active)
+        )
         metrics["sequences"] = float(len(samples))
         metrics["sequences_trained"] = float(len(active))
         return StepOutput(metrics=metrics, phases=phases)
@@ -249,10 +280,18 @@ class PolicyTrainer:
             return torch.cat([torch.as_tensor(values[i], dtype=torch.float32) for i in idx]).to(dev)
 
         p = rows(prox) if prox is not None else logp.detach()
-        behav = torch.cat([_behaviour(samples[i], p_part) for i, p_part in
-                           zip(idx, torch.split(p.cpu(), mb.response_lens), strict=True)]).to(dev)
-        per_row = lambda f: torch.cat([torch.full((n,), f(i), dtype=torch.float32)  # noqa: E731
-                                       for i, n in zip(idx, mb.response_lens, strict=True)]).to(dev)
+        behav = torch.cat(
+            [
+                _behaviour(samples[i], p_part)
+                for i, p_part in zip(idx, torch.split(p.cpu(), mb.response_lens), strict=True)
+            ]
+        ).to(dev)
+        per_row = lambda f: torch.cat(
+            [
+                torch.full((n,), f(i), dtype=torch.float32)  # noqa: E731
+                for i, n in zip(idx, mb.response_lens, strict=True)
+            ]
+        ).to(dev)
         adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
         r = rows(ref) if ref is not None else None
         loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r)
@@ -331,4 +370,4 @@ def _behaviour(s: TrainSample, prox_part: torch.Tensor) -> torch.Tensor:
 def _split(items: list[int], parts_: int) -> list[list[int]]:
     parts_ = max(1, min(parts_, len(items))) if items else 1
     size = math.ceil(len(items) / parts_) if items else 0
-    return [items[i:i + size] for i in range(0, len(items), size)] if items else [[]]
+    return [items[i : i + size] for i in range(0, len(items), size)] if items else [[]]

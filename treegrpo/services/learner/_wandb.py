@@ -27,8 +27,15 @@ class StepLogger:
         folder = Path(self.settings.dir or treegrpo_home() / "learner" / run_id / "wandb")
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            self._run = wandb.init(project=self.settings.project, name=run_id, id=run_id, resume="allow",
-                                   mode=self.settings.mode, dir=str(folder), config=config.model_dump(mode="json"))
+            self._run = wandb.init(
+                project=self.settings.project,
+                name=run_id,
+                id=run_id,
+                resume="allow",
+                mode=self.settings.mode,
+                dir=str(folder),
+                config=config.model_dump(mode="json"),
+            )
         except Exception as exc:  # an offline-safe logger never stops training
             log.warning("wandb.init failed (%s); continuing without it", exc)
 
@@ -37,8 +44,13 @@ class StepLogger:
             return
         row = {f"timing/{f.name}": v for f, v in record.phases_s.ListFields()}
         row.update({f"train/{k}": v for k, v in record.metrics.items()})
-        row.update({"train/groups_with_signal": record.groups_with_signal,
-                    "train/groups_dropped_stale": record.groups_dropped_stale, "timing/total_s": record.total_s})
+        row.update(
+            {
+                "train/groups_with_signal": record.groups_with_signal,
+                "train/groups_dropped_stale": record.groups_dropped_stale,
+                "timing/total_s": record.total_s,
+            }
+        )
         try:
             self._run.log(row, step=record.step)
         except Exception as exc:

@@ -15,59 +15,129 @@ class LoraSettings(Section):
     alpha: float = Field(default=32.0, gt=0, description="LoRA alpha (the seed: 32)")
     dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout")
     target_modules: list[str] | Literal["all-linear"] = Field(
-        default="all-linear", description="Modules to adapt; 'all-linear' = every linear projection except the LM head")
+        default="all-linear",
+        description="Modules to adapt; 'all-linear' = every linear projection except the LM head",
+    )
 
 
 class WandbSettings(Section):
     enabled: bool = Field(default=False, description="Log each step to Weights & Biases")
     project: str = Field(default="treegrpo", description="W&B project")
-    mode: Literal["offline", "online"] = Field(default="offline", description="offline never touches the network; sync later with `wandb sync`")
+    mode: Literal["offline", "online"] = Field(
+        default="offline", description="offline never touches the network; sync later with `wandb sync`"
+    )
     dir: str = Field(default="", description="W&B run folder; empty = <checkpoint_dir>/wandb")
 
 
 class LearnerConfig(ServiceSettings):
     """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
 
-    model_config = SettingsConfigDict(env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__")
+    model_config = SettingsConfigDict(
+        env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__"
+    )
 
-    model: str = Field(default="", description="Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)")
+    model: str = Field(
+        default="",
+        description="Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)",
+    )
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape")
     lr: float = Field(default=1e-5, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW betas")
     grad_clip: float = Field(default=1.0, ge=0, description="Max global grad norm; 0 disables clipping")
     estimator: Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"] = Field(
-        default="grpo_valid_only", description="Advantage estimator (DESIGN.md defines grpo_valid_only)")
+        default="grpo_valid_only", description="Advantage estimator (DESIGN.md defines grpo_valid_only)"
+    )
     clip_low: float = Field(default=0.2, ge=0, description="PPO ratio clip below: 1 - clip_low")
-    clip_high: float = Field(default=0.28, ge=0, description="PPO ratio clip above: 1 + clip_high (clip-higher)")
-    tis_cap: float = Field(default=2.0, ge=0, description="Truncated importance weight cap on pi_proximal/pi_behaviour; 0 disables")
-    kl_coef: float = Field(default=0.0, ge=0, description="KL penalty to the base model (adapter disabled, k3 estimator); 0 skips the ref pass")
-    aggregation: Literal["token-mean", "seq-mean"] = Field(default="token-mean", description="Loss aggregation over tokens")
+    clip_high: float = Field(
+        default=0.28, ge=0, description="PPO ratio clip above: 1 + clip_high (clip-higher)"
+    )
+    tis_cap: float = Field(
+        default=2.0,
+        ge=0,
+        description="Truncated importance weight cap on pi_proximal/pi_behaviour; 0 disables",
+    )
+    kl_coef: float = Field(
+        default=0.0,
+        ge=0,
+        description="KL penalty to the base model (adapter disabled, k3 estimator); 0 skips the ref pass",
+    )
+    aggregation: Literal["token-mean", "seq-mean"] = Field(
+        default="token-mean", description="Loss aggregation over tokens"
+    )
     ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch")
-    mini_batches: int = Field(default=1, ge=1, description="Optimizer steps per pass (the batch split by groups)")
+    mini_batches: int = Field(
+        default=1, ge=1, description="Optimizer steps per pass (the batch split by groups)"
+    )
     recompute_proximal: Literal["auto", "always"] = Field(
-        default="auto", description="auto: with one optimizer step per batch the proximal logprobs equal the training forward's (detached), so the old_log_prob pass is skipped")
-    groups_per_step: int = Field(default=0, ge=0, description="Groups per step; 0 = tasks x expansions (sync: one step per round)")
+        default="auto",
+        description="auto: with one optimizer step per batch the proximal logprobs equal the training forward's (detached), so the old_log_prob pass is skipped",
+    )
+    groups_per_step: int = Field(
+        default=0, ge=0, description="Groups per step; 0 = tasks x expansions (sync: one step per round)"
+    )
     micro_batch_tokens: int = Field(default=16384, ge=1, description="Token budget of one packed micro-batch")
-    logprob_chunk_tokens: int = Field(default=2048, ge=1, description="Rows of the LM head computed at once (never the full logits)")
-    gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (for budgets that do not fit)")
-    max_response_tokens: int = Field(default=0, ge=0, description="Truncate responses to this many tokens for training; 0 keeps all")
+    logprob_chunk_tokens: int = Field(
+        default=2048, ge=1, description="Rows of the LM head computed at once (never the full logits)"
+    )
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in backward (for budgets that do not fit)"
+    )
+    max_response_tokens: int = Field(
+        default=0, ge=0, description="Truncate responses to this many tokens for training; 0 keeps all"
+    )
     device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1 (one rank; see devices)")
-    devices: list[str] = Field(default_factory=list, description="One device per data-parallel rank, e.g. [\"cuda:0\", \"cuda:1\"]: the base and adapter are sharded (FSDP2) and each step's sequences split by tokens; empty or one entry = one rank, unsharded (the default)")
-    dist_timeout_s: float = Field(default=600.0, gt=0, description="Deadline of one collective among the ranks (a hung rank fails the step after this long)")
-    dtype: Literal["float32", "bfloat16"] = Field(default="float32", description="Base weights dtype (bfloat16 on GPUs); the adapter trains in float32")
+    devices: list[str] = Field(
+        default_factory=list,
+        description='One device per data-parallel rank, e.g. ["cuda:0", "cuda:1"]: the base and adapter are sharded (FSDP2) and each step\'s sequences split by tokens; empty or one entry = one rank, unsharded (the default)',
+    )
+    dist_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Deadline of one collective among the ranks (a hung rank fails the step after this long)",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32", description="Base weights dtype (bfloat16 on GPUs); the adapter trains in float32"
+    )
     torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
     seed: int = Field(default=0, description="Seed of adapter init and any sampling in training")
-    checkpoint_dir: str = Field(default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>")
-    checkpoint_every: int = Field(default=1, ge=1, description="Save adapter+optimizer+RNG+stream position every k steps")
+    checkpoint_dir: str = Field(
+        default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>"
+    )
+    checkpoint_every: int = Field(
+        default=1, ge=1, description="Save adapter+optimizer+RNG+stream position every k steps"
+    )
     keep_checkpoints: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
-    sampler_endpoints: list[str] = Field(default_factory=list, description="host:port of each sampler's WeightSync server; empty = no push")
-    expect_loaded: int = Field(default=-1, ge=-1, description="policy.loaded confirmations to wait for per version; -1 = one per sampler endpoint (0 with no push)")
+    sampler_endpoints: list[str] = Field(
+        default_factory=list, description="host:port of each sampler's WeightSync server; empty = no push"
+    )
+    expect_loaded: int = Field(
+        default=-1,
+        ge=-1,
+        description="policy.loaded confirmations to wait for per version; -1 = one per sampler endpoint (0 with no push)",
+    )
     push_timeout_s: float = Field(default=120.0, gt=0, description="One push's deadline (transfer + load)")
-    loaded_timeout_s: float = Field(default=60.0, gt=0, description="Wait this long for policy.loaded of a pushed version before pushing again")
-    push_attempts: int = Field(default=5, ge=1, description="Pushes of one version before giving up (the sampler can still pull it)")
-    min_step_seconds: float = Field(default=0.0, ge=0, description="Pad each step to at least this long (a deliberately slow learner, for overlap tests)")
-    run_id: str = Field(default="", description="Train only this run (its own durable consumer, filtered to its subjects); empty = the first open run seen, one at a time")
-    ack_wait_s: float = Field(default=60.0, gt=0, description="A crashed learner's unacked groups are redelivered after this long")
-    max_inflight_groups: int = Field(default=4096, ge=1, description="group.scored messages held unacked until trained")
+    loaded_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Wait this long for policy.loaded of a pushed version before pushing again",
+    )
+    push_attempts: int = Field(
+        default=5, ge=1, description="Pushes of one version before giving up (the sampler can still pull it)"
+    )
+    min_step_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="Pad each step to at least this long (a deliberately slow learner, for overlap tests)",
+    )
+    run_id: str = Field(
+        default="",
+        description="Train only this run (its own durable consumer, filtered to its subjects); empty = the first open run seen, one at a time",
+    )
+    ack_wait_s: float = Field(
+        default=60.0, gt=0, description="A crashed learner's unacked groups are redelivered after this long"
+    )
+    max_inflight_groups: int = Field(
+        default=4096, ge=1, description="group.scored messages held unacked until trained"
+    )
     wandb: WandbSettings = Field(default_factory=WandbSettings, description="Optional W&B logging")

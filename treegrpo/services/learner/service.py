@@ -47,12 +47,17 @@ class LearnerService(Service):
         self.wandb = StepLogger(config.wandb)
 
     def handlers(self):
-        return {Kind.RUN_STARTED: self.on_run_started, Kind.GROUP_SCORED: self.on_group_scored,
-                Kind.RUN_ENDED: self.on_run_ended}
+        return {
+            Kind.RUN_STARTED: self.on_run_started,
+            Kind.GROUP_SCORED: self.on_group_scored,
+            Kind.RUN_ENDED: self.on_run_ended,
+        }
 
     def consumer_options(self) -> ConsumerOptions:
         # every waiting group holds its message unacked; heartbeats keep them from redelivery
-        return ConsumerOptions(max_inflight=self.config.max_inflight_groups, ack_wait_s=self.config.ack_wait_s)
+        return ConsumerOptions(
+            max_inflight=self.config.max_inflight_groups, ack_wait_s=self.config.ack_wait_s
+        )
 
     async def on_setup(self) -> None:
         self._loop = asyncio.create_task(self._train_loop(), name="learner-train-loop")
@@ -115,8 +120,18 @@ class LearnerService(Service):
             return
         members = await run.members(gs)
         ctx = trace.get_current_span().get_span_context()
-        group = run.buffer.add(PendingGroup(gs.sibling_group, gs.task, gs.round, gs.step, delivery.stream_seq,
-                                            members, asyncio.get_running_loop().create_future(), ctx))
+        group = run.buffer.add(
+            PendingGroup(
+                gs.sibling_group,
+                gs.task,
+                gs.round,
+                gs.step,
+                delivery.stream_seq,
+                members,
+                asyncio.get_running_loop().create_future(),
+                ctx,
+            )
+        )
         await asyncio.shield(group.done)
 
     async def _ensure_run(self, run_id: str) -> RunLearner | None:
@@ -136,7 +151,9 @@ class LearnerService(Service):
             run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
             try:
                 await run.open()
-            except PERMANENT_SETUP_ERRORS as exc:  # no model, no good checkpoint: nak the group, stop with the reason
+            except (
+                PERMANENT_SETUP_ERRORS
+            ) as exc:  # no model, no good checkpoint: nak the group, stop with the reason
                 reason = exc.reason if isinstance(exc, CheckpointError) else f"{type(exc).__name__}: {exc}"
                 self.fail(f"cannot open run {run_id}: {reason}")
                 raise TransientError(reason, 30.0) from exc
@@ -153,7 +170,9 @@ class LearnerService(Service):
             if run is None:
                 await asyncio.sleep(0.2)
                 continue
-            batch = run.buffer.take(run.need, run.state.step, run.spec.max_staleness, run.sync, run.consumed_in_round)
+            batch = run.buffer.take(
+                run.need, run.state.step, run.spec.max_staleness, run.sync, run.consumed_in_round
+            )
             if batch is None:
                 run.buffer.changed.clear()
                 with contextlib.suppress(TimeoutError):
@@ -189,5 +208,11 @@ class LearnerService(Service):
         self._last_step_end = time.monotonic()
         self.steps.append(record)
         self.wandb.log(record)
-        log.info("step %d: %d groups (%d with signal), loss %.4f, %.1fs", record.step, len(record.sibling_groups),
-                 record.groups_with_signal, record.metrics.get("loss", 0.0), record.total_s)
+        log.info(
+            "step %d: %d groups (%d with signal), loss %.4f, %.1fs",
+            record.step,
+            len(record.sibling_groups),
+            record.groups_with_signal,
+            record.metrics.get("loss", 0.0),
+            record.total_s,
+        )

@@ -14,5 +14,17 @@ from treegrpo.services.sampler._weights import WeightReceiver, push_adapter
 from treegrpo.services.sampler.backends import Backend, Completion, SamplingParams, create_backend
 from treegrpo.services.sampler.config import SamplerConfig
 
-__all__ = ["AdapterLoader", "Backend", "Completion", "LoadResult", "ParsedCompletion", "SamplerConfig",
-           "SamplingParams", "VersionGate", "WeightReceiver", "create_backend", "parse_completion", "push_adapter"]
+__all__ = [
+    "AdapterLoader",
+    "Backend",
+    "Completion",
+    "LoadResult",
+    "ParsedCompletion",
+    "SamplerConfig",
+    "SamplingParams",
+    "VersionGate",
+    "WeightReceiver",
+    "create_backend",
+    "parse_completion",
+    "push_adapter",
+]

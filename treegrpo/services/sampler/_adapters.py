@@ -68,14 +68,22 @@ class VersionGate:
 class LoadResult:
     accepted: bool
     reason: str
-    version: int          # the version serving after this attempt
+    version: int  # the version serving after this attempt
     sha256: str
     load_seconds: float = 0.0
 
 
 class AdapterLoader:
-    def __init__(self, backend, bus: Bus, gate: VersionGate, sampler_id: str, workdir: Path,
-                 producer: str, published_wait_s: float = 10.0):
+    def __init__(
+        self,
+        backend,
+        bus: Bus,
+        gate: VersionGate,
+        sampler_id: str,
+        workdir: Path,
+        producer: str,
+        published_wait_s: float = 10.0,
+    ):
         self.backend, self.bus, self.gate = backend, bus, gate
         self.sampler_id, self.workdir, self.producer = sampler_id, Path(workdir), producer
         self.published_wait_s = published_wait_s
@@ -110,15 +118,19 @@ class AdapterLoader:
                 return self._refuse(f"v{version} is older than the serving v{self.backend.version}")
             actual = await asyncio.to_thread(file_sha256, archive)
             if actual != claimed_sha:
-                return self._refuse(f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
-                                    f"the push claimed {claimed_sha[:12]}…")
+                return self._refuse(
+                    f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
+                    f"the push claimed {claimed_sha[:12]}…"
+                )
             published = await self.announced(run_id, version)
             if published is None:
-                return self._refuse(f"no policy.published for v{version} of run {run_id} within "
-                                    f"{self.published_wait_s:.0f}s")
+                return self._refuse(
+                    f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
+                )
             if published.sha256 != actual:
-                return self._refuse(f"sha256 {actual[:12]}… differs from policy.published's "
-                                    f"{published.sha256[:12]}…")
+                return self._refuse(
+                    f"sha256 {actual[:12]}… differs from policy.published's {published.sha256[:12]}…"
+                )
             folder = self.workdir / run_id / f"v{version}"
             try:
                 await asyncio.to_thread(_untar, archive, folder)

@@ -37,16 +37,25 @@ async def parent_output(bus: Bus, run_id: str, parent_id: str) -> str:
     return tail
 
 
-async def prompt_for(bus: Bus, state: RunState, exp: Expansion, ctx: TaskContext,
-                     settings: PromptSettings) -> list[dict[str, str]]:
+async def prompt_for(
+    bus: Bus, state: RunState, exp: Expansion, ctx: TaskContext, settings: PromptSettings
+) -> list[dict[str, str]]:
     code = output = None
     if exp.parent_id is not None:
         parent = state.nodes.get(exp.parent_id)
         code = parent.code if parent else ""
         output = await parent_output(bus, state.run_id, exp.parent_id)
-    return render_prompt(exp.mode, ctx.description, ctx.data_overview, code, output,
-                         gpu_hint=settings.gpu_hint, show_scores=settings.show_scores,
-                         time_limit_s=settings.time_limit_s, template_dir=settings.template_dir or None)
+    return render_prompt(
+        exp.mode,
+        ctx.description,
+        ctx.data_overview,
+        code,
+        output,
+        gpu_hint=settings.gpu_hint,
+        show_scores=settings.show_scores,
+        time_limit_s=settings.time_limit_s,
+        template_dir=settings.template_dir or None,
+    )
 
 
 def sampling_seed(state: RunState, exp: Expansion) -> int:
@@ -57,20 +66,41 @@ def sampling_seed(state: RunState, exp: Expansion) -> int:
     return int(seed, 16) % (2**31)
 
 
-def node_events(state: RunState, exp: Expansion, messages: list[dict[str, str]], sampled: Sampled,
-                producer: str, sampler_id: str, model: str) -> list[pb.Event]:
+def node_events(
+    state: RunState,
+    exp: Expansion,
+    messages: list[dict[str, str]],
+    sampled: Sampled,
+    producer: str,
+    sampler_id: str,
+    model: str,
+) -> list[pb.Event]:
     g = state.spec.tree.group_size
     share = sampled.seconds / max(1, len(sampled.completions))
     out = []
     for index, comp in zip(exp.missing, sampled.completions, strict=True):
         parsed = parse_completion(comp.text)
         body = pb.NodeSampled(
-            node_id=events.node_id(state.run_id, exp.task, exp.round, exp.step, index), task=exp.task,
-            round=exp.round, step=exp.step, sibling_group=exp.group_id, mode=exp.mode, group_size=g,
-            index_in_group=index, raw_completion=comp.text, thinking=parsed.thinking, plan=parsed.plan,
-            code=parsed.code, response_token_ids=comp.token_ids, response_logprobs=comp.logprobs,
-            policy_version=sampled.version, gen_seconds=share, prompt_token_ids=comp.prompt_token_ids,
-            sampler_id=sampler_id, model=model)
+            node_id=events.node_id(state.run_id, exp.task, exp.round, exp.step, index),
+            task=exp.task,
+            round=exp.round,
+            step=exp.step,
+            sibling_group=exp.group_id,
+            mode=exp.mode,
+            group_size=g,
+            index_in_group=index,
+            raw_completion=comp.text,
+            thinking=parsed.thinking,
+            plan=parsed.plan,
+            code=parsed.code,
+            response_token_ids=comp.token_ids,
+            response_logprobs=comp.logprobs,
+            policy_version=sampled.version,
+            gen_seconds=share,
+            prompt_token_ids=comp.prompt_token_ids,
+            sampler_id=sampler_id,
+            model=model,
+        )
         if exp.parent_id is not None:
             body.parent_id = exp.parent_id
         body.prompt_messages.extend(pb.ChatMessage(role=m["role"], content=m["content"]) for m in messages)

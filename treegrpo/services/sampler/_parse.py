@@ -36,7 +36,7 @@ def parse_completion(text: str) -> ParsedCompletion:
     m = _THINK.search(text)
     if m:
         thinking = m.group(1).strip()
-        rest = text[:m.start()] + text[m.end():]
+        rest = text[: m.start()] + text[m.end() :]
     blocks = []
     for fm in _FENCE.finditer(rest):
         closed = bool(fm.group(3))
@@ -45,7 +45,7 @@ def parse_completion(text: str) -> ParsedCompletion:
         blocks.append((fm.start(), fm.group(2).rstrip("\n"), closed))
     if not blocks:
         return ParsedCompletion(thinking, rest.strip(), "")
-    plan = rest[:blocks[0][0]].strip()
+    plan = rest[: blocks[0][0]].strip()
     compiled = [b for b in blocks if b[1].strip() and _compiles(b[1])]
     if compiled:
         return ParsedCompletion(thinking, plan, compiled[0][1])

@@ -14,8 +14,17 @@ from treegrpo.events import Kind
 from treegrpo.services.sampler.policy import GroupState, RoundState, Score
 from treegrpo.v1 import events_pb2 as pb
 
-REPLAY_KINDS = [Kind.RUN_STARTED, Kind.RUN_COMPLETED, Kind.RUN_ENDED, Kind.RUN_RESUMED, Kind.ROUND_STARTED,
-                Kind.ROUND_COMPLETED, Kind.NODE_SAMPLED, Kind.GROUP_SCORED, Kind.POLICY_PUBLISHED]
+REPLAY_KINDS = [
+    Kind.RUN_STARTED,
+    Kind.RUN_COMPLETED,
+    Kind.RUN_ENDED,
+    Kind.RUN_RESUMED,
+    Kind.ROUND_STARTED,
+    Kind.ROUND_COMPLETED,
+    Kind.NODE_SAMPLED,
+    Kind.GROUP_SCORED,
+    Kind.POLICY_PUBLISHED,
+]
 
 
 @dataclass(frozen=True)
@@ -37,8 +46,8 @@ class RunState:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     published: dict[int, pb.PolicyPublished] = field(default_factory=dict)
     completed: bool = False  # run.completed seen, or the run's latest attempt ended: stop sampling it
-    finished: bool = False   # run.completed seen: the run is over for good
-    ended: set[int] = field(default_factory=set)    # attempts recorded by run.ended
+    finished: bool = False  # run.completed seen: the run is over for good
+    ended: set[int] = field(default_factory=set)  # attempts recorded by run.ended
     resumed: set[int] = field(default_factory=set)  # attempts opened by run.resumed
 
     @classmethod
@@ -61,7 +70,9 @@ class RunState:
         return self.published[max(self.published)] if self.published else None
 
     def all_rounds_complete(self) -> bool:
-        return all(self.round(t, r).completed for t in self.spec.tasks for r in range(1, self.spec.rounds + 1))
+        return all(
+            self.round(t, r).completed for t in self.spec.tasks for r in range(1, self.spec.rounds + 1)
+        )
 
     # ---- the fold ---------------------------------------------------------------------------
     def apply(self, event: pb.Event) -> None:
@@ -107,4 +118,3 @@ class RunState:
         copy = pb.PolicyPublished()
         copy.CopyFrom(body)
         self.published[body.version] = copy
-

@@ -29,8 +29,14 @@ class _Refused(Exception):
 class WeightReceiver(wgrpc.WeightSyncServicer):
     """`await receiver.start()` binds host:port (0 = free port); `receiver.address` is then `host:port`."""
 
-    def __init__(self, loader: AdapterLoader, host: str = "127.0.0.1", port: int = 0,
-                 max_bytes: int = 4 << 30, spool_dir: Path | None = None):
+    def __init__(
+        self,
+        loader: AdapterLoader,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_bytes: int = 4 << 30,
+        spool_dir: Path | None = None,
+    ):
         self.loader, self.host, self.port, self.max_bytes = loader, host, port, max_bytes
         self.spool_dir = spool_dir
         self.server: grpc.aio.Server | None = None
@@ -74,8 +80,12 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
             async for chunk in chunks:
                 if head is None:
                     head = self._check_head(chunk)
-                elif (chunk.run_id, chunk.version, chunk.sha256, chunk.total_bytes) != \
-                        (head.run_id, head.version, head.sha256, head.total_bytes):
+                elif (chunk.run_id, chunk.version, chunk.sha256, chunk.total_bytes) != (
+                    head.run_id,
+                    head.version,
+                    head.sha256,
+                    head.total_bytes,
+                ):
                     raise _Refused("chunks disagree on run, version, sha256 or total_bytes")
                 if chunk.offset != received:
                     raise _Refused(f"chunk at offset {chunk.offset}, expected {received}")
@@ -107,12 +117,23 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
 
 
 def _ack(result: LoadResult) -> wpb.PushAck:
-    return wpb.PushAck(accepted=result.accepted, reason=result.reason, version=result.version,
-                       sha256=result.sha256, load_seconds=result.load_seconds)
+    return wpb.PushAck(
+        accepted=result.accepted,
+        reason=result.reason,
+        version=result.version,
+        sha256=result.sha256,
+        load_seconds=result.load_seconds,
+    )
 
 
-async def push_adapter(address: str, run_id: str, version: int, archive: bytes,
-                       chunk_bytes: int = 1 << 20, timeout_s: float = 120.0) -> wpb.PushAck:
+async def push_adapter(
+    address: str,
+    run_id: str,
+    version: int,
+    archive: bytes,
+    chunk_bytes: int = 1 << 20,
+    timeout_s: float = 120.0,
+) -> wpb.PushAck:
     """Client side (what the learner calls): stream `archive` to the sampler at `address`."""
     import hashlib
 
@@ -120,8 +141,14 @@ async def push_adapter(address: str, run_id: str, version: int, archive: bytes,
 
     def chunks():
         for offset in range(0, max(1, len(archive)), chunk_bytes):
-            yield wpb.AdapterChunk(run_id=run_id, version=version, sha256=sha, total_bytes=len(archive),
-                                   offset=offset, data=archive[offset:offset + chunk_bytes])
+            yield wpb.AdapterChunk(
+                run_id=run_id,
+                version=version,
+                sha256=sha,
+                total_bytes=len(archive),
+                offset=offset,
+                data=archive[offset : offset + chunk_bytes],
+            )
 
     async with grpc.aio.insecure_channel(address) as channel:
         return await wgrpc.WeightSyncStub(channel).PushAdapter(chunks(), timeout=timeout_s)

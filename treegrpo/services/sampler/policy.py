@@ -40,8 +40,8 @@ class GroupState:
     group_id: str
     mode: str = ""
     parent_id: str | None = None
-    sampled: dict[int, str] = field(default_factory=dict)        # index in group -> node id
-    scores: dict[str, Score] | None = None                      # set once group.scored arrived
+    sampled: dict[int, str] = field(default_factory=dict)  # index in group -> node id
+    scores: dict[str, Score] | None = None  # set once group.scored arrived
 
 
 @dataclass
@@ -49,7 +49,7 @@ class RoundState:
     task: str
     round: int
     started_unix: int | None = None
-    policy_version: int | None = None                           # version serving at round.started
+    policy_version: int | None = None  # version serving at round.started
     groups: dict[int, GroupState] = field(default_factory=dict)  # step -> group
     completed: bool = False
 
@@ -112,7 +112,7 @@ def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansio
     gid = events.group_id(run_id, rs.task, rs.round, step)
     if step < spec.tree.drafts:
         return Expansion(rs.task, rs.round, step, "draft", None, gid, missing)
-    if group is not None and group.mode:   # partly sampled before a restart: keep its parent and mode
+    if group is not None and group.mode:  # partly sampled before a restart: keep its parent and mode
         return Expansion(rs.task, rs.round, step, group.mode, group.parent_id, gid, missing)
     scores = earlier_scored(rs, step)
     if scores is None:
@@ -120,19 +120,24 @@ def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansio
     # a fixed order that does not depend on the run id, so the draw depends only on the tree and seed
     where = positions(rs)
     ordered = sorted(scores.items(), key=lambda kv: (where.get(kv[0], (step, 0)), kv[0]))
-    parent = softmax_choice([(nid, sc.reward) for nid, sc in ordered], spec.tree.parent_temperature,
-                            rng_for(spec, rs.task, rs.round, step))
+    parent = softmax_choice(
+        [(nid, sc.reward) for nid, sc in ordered],
+        spec.tree.parent_temperature,
+        rng_for(spec, rs.task, rs.round, step),
+    )
     mode = "debug" if scores[parent].buggy else "improve"
     return Expansion(rs.task, rs.round, step, mode, parent, gid, missing)
 
 
 def round_complete(rs: RoundState, spec: RunSpec) -> bool:
-    return all(rs.groups.get(s) is not None and rs.groups[s].scores is not None
-               for s in range(spec.tree.expansions))
+    return all(
+        rs.groups.get(s) is not None and rs.groups[s].scores is not None for s in range(spec.tree.expansions)
+    )
 
 
-def next_expansions(run_id: str, spec: RunSpec, rounds: dict[tuple[str, int], RoundState],
-                    loaded_version: int, busy: set[str]) -> list[Expansion]:
+def next_expansions(
+    run_id: str, spec: RunSpec, rounds: dict[tuple[str, int], RoundState], loaded_version: int, busy: set[str]
+) -> list[Expansion]:
     """Every expansion that may start now, best first: earlier rounds, then deeper steps (finish trees)."""
     ready: list[tuple[tuple, Expansion]] = []
     for t_index, task in enumerate(spec.tasks):

@@ -68,9 +68,14 @@ class SamplerService(Service):
         return str(resolve_model_path(self.config))
 
     def handlers(self):
-        return {Kind.RUN_STARTED: self.on_run_started, Kind.RUN_COMPLETED: self.on_run_completed,
-                Kind.RUN_ENDED: self.on_run_completed, Kind.RUN_RESUMED: self.on_run_resumed,
-                Kind.GROUP_SCORED: self.on_group_scored, Kind.POLICY_PUBLISHED: self.on_policy_published}
+        return {
+            Kind.RUN_STARTED: self.on_run_started,
+            Kind.RUN_COMPLETED: self.on_run_completed,
+            Kind.RUN_ENDED: self.on_run_completed,
+            Kind.RUN_RESUMED: self.on_run_resumed,
+            Kind.GROUP_SCORED: self.on_group_scored,
+            Kind.POLICY_PUBLISHED: self.on_policy_published,
+        }
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(max_inflight=8, ack_wait_s=60.0)
@@ -78,17 +83,31 @@ class SamplerService(Service):
     # ---- lifecycle --------------------------------------------------------------------------
     async def on_setup(self) -> None:
         self.backend = await asyncio.to_thread(create_backend, self.config)
-        workdir = Path(self.config.workdir).expanduser() if self.config.workdir else treegrpo_home() / "sampler"
-        self.loader = AdapterLoader(self.backend, self.bus, self.gate, self.instance, workdir / "adapters",
-                                    self.producer, self.config.grpc.published_wait_s)
+        workdir = (
+            Path(self.config.workdir).expanduser() if self.config.workdir else treegrpo_home() / "sampler"
+        )
+        self.loader = AdapterLoader(
+            self.backend,
+            self.bus,
+            self.gate,
+            self.instance,
+            workdir / "adapters",
+            self.producer,
+            self.config.grpc.published_wait_s,
+        )
         g = self.config.grpc
         self.receiver = WeightReceiver(self.loader, g.host, g.port, g.max_adapter_bytes, spool_dir=None)
         address = await self.receiver.start()
         addr_file = Path(g.address_file).expanduser() if g.address_file else workdir / f"{self.instance}.grpc"
         addr_file.parent.mkdir(parents=True, exist_ok=True)
         addr_file.write_text(address + "\n")
-        log.info("sampler %s: backend %s, weights at %s (written to %s)", self.instance, self.backend.name,
-                 address, addr_file)
+        log.info(
+            "sampler %s: backend %s, weights at %s (written to %s)",
+            self.instance,
+            self.backend.name,
+            address,
+            addr_file,
+        )
         self._pump_task = asyncio.create_task(self._pump())
         await self._resume_open_runs()
 
@@ -105,7 +124,9 @@ class SamplerService(Service):
             if task is not None:
                 task.cancel()
         with contextlib.suppress(Exception):
-            await asyncio.gather(*[t for t in [self._pump_task, *self._busy.values()] if t], return_exceptions=True)
+            await asyncio.gather(
+                *[t for t in [self._pump_task, *self._busy.values()] if t], return_exceptions=True
+            )
         if self.receiver is not None:
             await self.receiver.stop()
         if self.backend is not None:
@@ -203,11 +224,19 @@ class SamplerService(Service):
         await self.publish(state.run_id, body)
         rs.completed = True
         scores = [s for g in rs.groups.values() for s in (g.scores or {}).values()]
-        log.info("run %s: %s round %d complete (%d/%d valid)", state.run_id, rs.task, rs.round,
-                 sum(not s.buggy for s in scores), len(scores))
+        log.info(
+            "run %s: %s round %d complete (%d/%d valid)",
+            state.run_id,
+            rs.task,
+            rs.round,
+            sum(not s.buggy for s in scores),
+            len(scores),
+        )
         if state.all_rounds_complete() and not state.completed and self.config.publish_run_completed:
-            await self.publish(state.run_id, pb.RunCompleted(outcome="completed",
-                                                             reason="every task's last round is complete"))
+            await self.publish(
+                state.run_id,
+                pb.RunCompleted(outcome="completed", reason="every task's last round is complete"),
+            )
             state.completed = True
 
     # ---- the pump: state -> work ------------------------------------------------------------
@@ -217,8 +246,10 @@ class SamplerService(Service):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
             self._wake.clear()
             # runs take turns: the one served longest ago first, each with its share of the slots
-            runs = sorted((s for s in self.runs.values() if not s.completed),
-                          key=lambda s: self._served_at.get(s.run_id, 0.0))
+            runs = sorted(
+                (s for s in self.runs.values() if not s.completed),
+                key=lambda s: self._served_at.get(s.run_id, 0.0),
+            )
             share = max(1, self.config.max_concurrent_groups // max(1, len(runs)))
             for state in runs:
                 if self._launch(state, share):
@@ -247,8 +278,13 @@ class SamplerService(Service):
             return self.backend.version
         if state.run_id not in self._foreign_warned:
             self._foreign_warned.add(state.run_id)
-            log.error("run %s waits: this sampler serves run %s's adapter v%d (one training run per sampler; "
-                      "restart it to switch runs)", state.run_id, self.loader.serving_run, self.backend.version)
+            log.error(
+                "run %s waits: this sampler serves run %s's adapter v%d (one training run per sampler; "
+                "restart it to switch runs)",
+                state.run_id,
+                self.loader.serving_run,
+                self.backend.version,
+            )
         return None
 
     def _done(self, group_id: str, task: asyncio.Task) -> None:
@@ -266,30 +302,47 @@ class SamplerService(Service):
     async def _sample(self, state: RunState, exp: Expansion) -> None:
         # one trace per sibling group: each node's journey sampler -> executor -> grader -> learner
         # continues it through the message headers
-        with self.tracer.start_as_current_span("sampler sample group", attributes={
-                "treegrpo.run_id": state.run_id, "treegrpo.sibling_group": exp.group_id,
-                "treegrpo.task": exp.task, "treegrpo.round": exp.round}):
+        with self.tracer.start_as_current_span(
+            "sampler sample group",
+            attributes={
+                "treegrpo.run_id": state.run_id,
+                "treegrpo.sibling_group": exp.group_id,
+                "treegrpo.task": exp.task,
+                "treegrpo.round": exp.round,
+            },
+        ):
             await self._sample_group(state, exp)
 
     async def _sample_group(self, state: RunState, exp: Expansion) -> None:
         rs = state.round(exp.task, exp.round)
         if rs.started_unix is None:
-            body = pb.RoundStarted(task=exp.task, round=exp.round, policy_version=self.backend.version,
-                                   model=state.spec.model or self.model_name, started_unix=int(time.time()),
-                                   expansions=state.spec.tree.expansions, group_size=state.spec.tree.group_size)
+            body = pb.RoundStarted(
+                task=exp.task,
+                round=exp.round,
+                policy_version=self.backend.version,
+                model=state.spec.model or self.model_name,
+                started_unix=int(time.time()),
+                expansions=state.spec.tree.expansions,
+                group_size=state.spec.tree.group_size,
+            )
             await self.publish(state.run_id, body)
             state.apply(pb.Event(round_started=body))
         ctx = await self._context(exp.task)
         messages = await _expand.prompt_for(self.bus, state, exp, ctx, self.config.prompts)
         s = self.config.sampling
-        params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                                seed=_expand.sampling_seed(state, exp))
+        params = SamplingParams(
+            max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=_expand.sampling_seed(state, exp),
+        )
         async with self.gate.generating():  # no swap can land while this group generates
             version, started = self.backend.version, time.perf_counter()
             completions = await self.backend.generate(messages, len(exp.missing), params)
             sampled = _expand.Sampled(completions, version, time.perf_counter() - started)
-        evs = _expand.node_events(state, exp, messages, sampled, self.producer, self.instance,
-                                  state.spec.model or self.model_name)
+        evs = _expand.node_events(
+            state, exp, messages, sampled, self.producer, self.instance, state.spec.model or self.model_name
+        )
         await self.bus.publish_many(evs)
         for e in evs:
             state.apply(e)
@@ -298,5 +351,7 @@ class SamplerService(Service):
     async def _context(self, task: str) -> TaskContext:
         if task not in self._contexts:
             p = self.config.prompts
-            self._contexts[task] = await asyncio.to_thread(task_context, task, p.task_roots or None, p.csv_head_lines)
+            self._contexts[task] = await asyncio.to_thread(
+                task_context, task, p.task_roots or None, p.csv_head_lines
+            )
         return self._contexts[task]

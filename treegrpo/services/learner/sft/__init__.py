@@ -3,11 +3,11 @@ fine-tuning from runs' event logs. `treegrpo sft` is the command; `prepare_demo_
 the embedded demo calls."""
 
 from treegrpo.services.learner.sft._archive import (
-           Member,
-           ScoredGroup,
-           archive_pairs,
-           read_groups,
-           select_nodes,
+    Member,
+    ScoredGroup,
+    archive_pairs,
+    read_groups,
+    select_nodes,
 )
 from treegrpo.services.learner.sft._corpus import CorpusScript, Verified, corpus_pairs, load_corpus
 from treegrpo.services.learner.sft._demo import prepare_demo_policy
@@ -15,6 +15,23 @@ from treegrpo.services.learner.sft._pairs import Pair, make_pair, render_complet
 from treegrpo.services.learner.sft._train import SftResult, train_sft
 from treegrpo.services.learner.sft.config import ArchiveSettings, CorpusSettings, SftConfig
 
-__all__ = ["ArchiveSettings", "CorpusScript", "CorpusSettings", "Member", "Pair", "ScoredGroup", "SftConfig",
-           "SftResult", "Verified", "archive_pairs", "corpus_pairs", "load_corpus", "make_pair",
-           "prepare_demo_policy", "read_groups", "render_completion", "select_nodes", "train_sft"]
+__all__ = [
+    "ArchiveSettings",
+    "CorpusScript",
+    "CorpusSettings",
+    "Member",
+    "Pair",
+    "ScoredGroup",
+    "SftConfig",
+    "SftResult",
+    "Verified",
+    "archive_pairs",
+    "corpus_pairs",
+    "load_corpus",
+    "make_pair",
+    "prepare_demo_policy",
+    "read_groups",
+    "render_completion",
+    "select_nodes",
+    "train_sft",
+]

@@ -44,8 +44,9 @@ def _rank(m: Member) -> tuple:
     return (-m.reward, -(m.oriented if m.oriented is not None else float("-inf")), m.node_id)
 
 
-def select_nodes(groups: list[ScoredGroup], select: str, top_k: int = 16,
-                 min_reward: float | None = None) -> list[tuple[str, str]]:
+def select_nodes(
+    groups: list[ScoredGroup], select: str, top_k: int = 16, min_reward: float | None = None
+) -> list[tuple[str, str]]:
     """(run_id, node_id) of every picked node, in a deterministic order."""
     picked: list[tuple[str, Member]] = []
     if select == "best-per-group":
@@ -68,8 +69,10 @@ async def read_groups(bus: Bus, run_id: str) -> list[ScoredGroup]:
     out: list[ScoredGroup] = []
     async for _, event in bus.replay(run_id, kinds=[Kind.GROUP_SCORED]):
         g = event.group_scored
-        members = tuple(Member(m.node_id, m.reward, m.status, m.oriented if m.HasField("oriented") else None)
-                        for m in g.members)
+        members = tuple(
+            Member(m.node_id, m.reward, m.status, m.oriented if m.HasField("oriented") else None)
+            for m in g.members
+        )
         out.append(ScoredGroup(run_id, g.sibling_group, g.task, g.round, g.step, members))
     return out
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Example:
     ids: list[int]
-    n_prompt: int          # the first n_prompt tokens carry no loss
+    n_prompt: int  # the first n_prompt tokens carry no loss
 
     @property
     def n_completion(self) -> int:
@@ -37,22 +37,25 @@ def encode(tokenizer, messages: list[dict[str, str]], completion: str) -> Exampl
     return Example(prompt + list(ids) + [tokenizer.eos_token_id], len(prompt))
 
 
-def make_batches(examples: list[Example], batch_tokens: int, rng: random.Random,
-                 share_prompts: bool = True) -> list[list[int]]:
+def make_batches(
+    examples: list[Example], batch_tokens: int, rng: random.Random, share_prompts: bool = True
+) -> list[list[int]]:
     """Index batches within a token budget (tokens forwarded, padding included), shuffled.
 
     With `share_prompts`, pairs whose prompt ids are equal form shared batches (cost: the prompt
     once plus the padded completions); the rest are packed whole, similar lengths together."""
     groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for i, e in enumerate(examples):
-        groups[tuple(e.ids[:e.n_prompt]) if share_prompts else (i,)].append(i)
+        groups[tuple(e.ids[: e.n_prompt]) if share_prompts else (i,)].append(i)
     batches, loose = [], []
     for members in groups.values():
         if len(members) < 2:
             loose += members
             continue
         rng.shuffle(members)
-        batches += _fill(members, lambda i: examples[i].n_completion, batch_tokens, examples[members[0]].n_prompt)
+        batches += _fill(
+            members, lambda i: examples[i].n_completion, batch_tokens, examples[members[0]].n_prompt
+        )
     loose.sort(key=lambda i: (len(examples[i].ids), rng.random()))
     batches += _fill(loose, lambda i: len(examples[i].ids), batch_tokens, 0)
     rng.shuffle(batches)
@@ -76,8 +79,10 @@ def _fill(order: list[int], length, budget: int, fixed: int) -> list[list[int]]:
 
 def is_shared(examples: list[Example]) -> bool:
     first = examples[0]
-    return len(examples) > 1 and all(e.n_prompt == first.n_prompt and e.ids[:e.n_prompt] == first.ids[:first.n_prompt]
-                                     for e in examples[1:])
+    return len(examples) > 1 and all(
+        e.n_prompt == first.n_prompt and e.ids[: e.n_prompt] == first.ids[: first.n_prompt]
+        for e in examples[1:]
+    )
 
 
 def batch_loss(model, examples: list[Example], pad_id: int, device: str, share_prompts: bool = True):
@@ -99,7 +104,7 @@ def collate(examples: list[Example], pad_id: int, device: str):
         n = len(e.ids)
         ids[row, :n] = torch.tensor(e.ids)
         mask[row, :n] = 1
-        labels[row, e.n_prompt:n] = ids[row, e.n_prompt:n]
+        labels[row, e.n_prompt : n] = ids[row, e.n_prompt : n]
     return ids.to(device), mask.to(device), labels.to(device)
 
 
@@ -112,7 +117,7 @@ def shared_prompt_loss(model, examples: list[Example], pad_id: int, device: str)
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     first = examples[0]
-    prompt = torch.tensor([first.ids[:first.n_prompt]], device=device)
+    prompt = torch.tensor([first.ids[: first.n_prompt]], device=device)
     out = base.model(input_ids=prompt, use_cache=True)
     cache = out.past_key_values
     cache.batch_repeat_interleave(len(examples))
@@ -120,11 +125,13 @@ def shared_prompt_loss(model, examples: list[Example], pad_id: int, device: str)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full_like(ids, -100)
     for row, e in enumerate(examples):
-        ids[row, :e.n_completion] = labels[row, :e.n_completion] = torch.tensor(e.ids[e.n_prompt:])
+        ids[row, : e.n_completion] = labels[row, : e.n_completion] = torch.tensor(e.ids[e.n_prompt :])
     ids, labels = ids.to(device), labels.to(device)
     hidden = base.model(input_ids=ids, past_key_values=cache).last_hidden_state
     head = base.lm_head
-    nll = F.cross_entropy(head(hidden[:, :-1]).flatten(0, 1).float(), labels[:, 1:].flatten(), reduction="sum")
+    nll = F.cross_entropy(
+        head(hidden[:, :-1]).flatten(0, 1).float(), labels[:, 1:].flatten(), reduction="sum"
+    )
     first_logits = head(out.last_hidden_state[:, -1]).float().expand(len(examples), -1)
     nll = nll + F.cross_entropy(first_logits, labels[:, 0], reduction="sum")
     n = int((labels != -100).sum())

@@ -24,11 +24,11 @@ from treegrpo.services.learner.sft.config import CorpusSettings
 
 @dataclass(frozen=True)
 class Verified:
-    status: str                  # the grader's final status on the generated data
+    status: str  # the grader's final status on the generated data
     test_metric: float | None
-    oriented: float | None       # higher is better
+    oriented: float | None  # higher is better
     exc_type: str | None
-    output: str                  # tail of the script's stdout+stderr
+    output: str  # tail of the script's stdout+stderr
     seconds: float
 
 
@@ -69,8 +69,17 @@ def load_corpus(path: str | Path = "") -> list[CorpusScript]:
     out = []
     for e in data["scripts"]:
         v = e.get("verified")
-        out.append(CorpusScript(e["task"], e["name"], root / e["file"], e["plan"], e["intended"], e["fixes"],
-                                Verified(**v) if v else None))
+        out.append(
+            CorpusScript(
+                e["task"],
+                e["name"],
+                root / e["file"],
+                e["plan"],
+                e["intended"],
+                e["fixes"],
+                Verified(**v) if v else None,
+            )
+        )
     return out
 
 
@@ -84,8 +93,12 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
     if settings.require_verified:
         scripts = [s for s in scripts if s.usable]
     rng = random.Random(seed)
-    kw = dict(gpu_hint=prompts.gpu_hint, show_scores=prompts.show_scores, time_limit_s=prompts.time_limit_s,
-              template_dir=prompts.template_dir or None)
+    kw = dict(
+        gpu_hint=prompts.gpu_hint,
+        show_scores=prompts.show_scores,
+        time_limit_s=prompts.time_limit_s,
+        template_dir=prompts.template_dir or None,
+    )
     pairs: list[Pair] = []
     for task in sorted({s.task for s in scripts}):
         ctx = task_context(task, prompts.task_roots or None, prompts.csv_head_lines)
@@ -95,21 +108,44 @@ def corpus_pairs(settings: CorpusSettings, prompts: PromptSettings, seed: int = 
         for s in valid:
             if settings.draft:
                 msgs = render_prompt("draft", ctx.description, ctx.data_overview, **kw)
-                pairs += [make_pair(msgs, render_completion(s.plan, s.code), task, "draft",
-                                    f"corpus:{s.file.name}")] * settings.draft_repeats
+                pairs += [
+                    make_pair(msgs, render_completion(s.plan, s.code), task, "draft", f"corpus:{s.file.name}")
+                ] * settings.draft_repeats
         for parent, child in _improvements(valid, settings, rng):
-            msgs = render_prompt("improve", ctx.description, ctx.data_overview, parent.code,
-                                 parent.verified.output if parent.verified else "", **kw)
-            pairs.append(make_pair(msgs, render_completion(child.plan, child.code), task, "improve",
-                                   f"corpus:{parent.name}->{child.name}"))
+            msgs = render_prompt(
+                "improve",
+                ctx.description,
+                ctx.data_overview,
+                parent.code,
+                parent.verified.output if parent.verified else "",
+                **kw,
+            )
+            pairs.append(
+                make_pair(
+                    msgs,
+                    render_completion(child.plan, child.code),
+                    task,
+                    "improve",
+                    f"corpus:{parent.name}->{child.name}",
+                )
+            )
         if settings.debug:
             for s in mine:
                 fixed = by_name.get(s.fixes)
                 if s.intended == Status.OK or fixed is None or s.verified is None:
                     continue
-                msgs = render_prompt("debug", ctx.description, ctx.data_overview, s.code, s.verified.output, **kw)
-                pairs.append(make_pair(msgs, render_completion(fixed.plan, fixed.code), task, "debug",
-                                       f"corpus:{s.name}->{fixed.name}"))
+                msgs = render_prompt(
+                    "debug", ctx.description, ctx.data_overview, s.code, s.verified.output, **kw
+                )
+                pairs.append(
+                    make_pair(
+                        msgs,
+                        render_completion(fixed.plan, fixed.code),
+                        task,
+                        "debug",
+                        f"corpus:{s.name}->{fixed.name}",
+                    )
+                )
     return pairs
 
 
@@ -118,32 +154,44 @@ def spread(valid: list[CorpusScript], k: int) -> list[CorpusScript]:
     so a smaller corpus still spans the quality range that gives GRPO its signal."""
     if k == 0 or len(valid) <= k:
         return valid
-    ranked = sorted(valid, key=lambda s: (s.verified.oriented if s.verified and s.verified.oriented is not None
-                                          else float("-inf"), s.name))
+    ranked = sorted(
+        valid,
+        key=lambda s: (
+            s.verified.oriented if s.verified and s.verified.oriented is not None else float("-inf"),
+            s.name,
+        ),
+    )
     picks = sorted({round(i * (len(ranked) - 1) / max(1, k - 1)) for i in range(k)})
     return sorted((ranked[i] for i in picks), key=lambda s: s.name)
 
 
-def _improvements(valid: list[CorpusScript], settings: CorpusSettings,
-                  rng: random.Random) -> list[tuple[CorpusScript, CorpusScript]]:
+def _improvements(
+    valid: list[CorpusScript], settings: CorpusSettings, rng: random.Random
+) -> list[tuple[CorpusScript, CorpusScript]]:
     """(parent, better child) pairs of one task: k weaker parents per script, or, with
     improve_parents, a few parents each with several better children (one shared prompt each)."""
     if not settings.improve_parents:
         return [(parent, s) for s in valid for parent in _weaker(s, valid, settings.improve_per_script, rng)]
     scored = [s for s in valid if s.verified and s.verified.oriented is not None]
-    better = {s.name: sorted((t for t in scored if t.verified.oriented > s.verified.oriented), key=lambda t: t.name)
-              for s in scored}
+    better = {
+        s.name: sorted((t for t in scored if t.verified.oriented > s.verified.oriented), key=lambda t: t.name)
+        for s in scored
+    }
     k = settings.improve_children
     # parents spread over the scripts with at least k better ones (the top k could only improve on each other)
     parents = spread([s for s in scored if len(better[s.name]) >= k], settings.improve_parents)
     return [(parent, child) for parent in parents for child in rng.sample(better[parent.name], k)]
 
 
-def _weaker(script: CorpusScript, valid: list[CorpusScript], k: int, rng: random.Random) -> list[CorpusScript]:
+def _weaker(
+    script: CorpusScript, valid: list[CorpusScript], k: int, rng: random.Random
+) -> list[CorpusScript]:
     """Up to k valid scripts of the same task that score strictly worse than `script`."""
     if k == 0 or script.verified is None or script.verified.oriented is None:
         return []
     mine = script.verified.oriented
-    worse = [v for v in valid if v.verified and v.verified.oriented is not None and v.verified.oriented < mine]
+    worse = [
+        v for v in valid if v.verified and v.verified.oriented is not None and v.verified.oriented < mine
+    ]
     worse.sort(key=lambda v: v.name)
     return rng.sample(worse, min(k, len(worse)))

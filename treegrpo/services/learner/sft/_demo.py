@@ -29,8 +29,14 @@ DEMO_TOKENIZER = dict(vocab_size=8192, tokenizer_bytes=2 << 20, tokenizer_split=
 # default's first round failed 6-17% of nodes over five runs (docs/PERFORMANCE.md). Improve pairs
 # come as a few parents with several better children each, so each improve prompt is forwarded
 # once per batch. The device is the GPU when there is one.
-DEMO_SFT = dict(max_steps=280, lr=3e-3, batch_tokens=4096, warmup_steps=10, torch_threads=0,
-                corpus={"improve_parents": 4, "improve_children": 4, "debug": True, "draft_repeats": 2})
+DEMO_SFT = dict(
+    max_steps=280,
+    lr=3e-3,
+    batch_tokens=4096,
+    warmup_steps=10,
+    torch_threads=0,
+    corpus={"improve_parents": 4, "improve_children": 4, "debug": True, "draft_repeats": 2},
+)
 
 
 def _register_size() -> None:
@@ -52,14 +58,25 @@ def fingerprint(cfg: SftConfig, size: str) -> str:
     for path in [corpus_dir(cfg.corpus.path) / "manifest.json", *tokenizer_text(cfg)]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
-    h.update(json.dumps([size, DEMO_SHAPE, DEMO_TOKENIZER, cfg.model_dump(mode="json", exclude={"nats", "telemetry", "model", "out_dir",
-                                                                                "device", "torch_threads"})],
-                        sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            [
+                size,
+                DEMO_SHAPE,
+                DEMO_TOKENIZER,
+                cfg.model_dump(
+                    mode="json", exclude={"nats", "telemetry", "model", "out_dir", "device", "torch_threads"}
+                ),
+            ],
+            sort_keys=True,
+        ).encode()
+    )
     return h.hexdigest()[:16]
 
 
-def prepare_demo_policy(out_dir: str | Path, *, size: str = DEMO_SIZE, overrides: dict | None = None,
-                        show_progress: bool = True) -> Path:
+def prepare_demo_policy(
+    out_dir: str | Path, *, size: str = DEMO_SIZE, overrides: dict | None = None, show_progress: bool = True
+) -> Path:
     """Build + SFT the demo policy under `out_dir` (cached); return the fine-tuned model folder."""
     import asyncio
 

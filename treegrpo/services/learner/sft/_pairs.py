@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Pair:
-    prompt_messages: tuple[tuple[str, str], ...]   # ((role, content), ...) exactly as served
-    completion: str                                # raw completion text, without the end token
+    prompt_messages: tuple[tuple[str, str], ...]  # ((role, content), ...) exactly as served
+    completion: str  # raw completion text, without the end token
     task: str
-    mode: str                                      # draft | improve | debug
-    source: str                                    # "corpus:<file>" or "archive:<run>/<node_id>"
+    mode: str  # draft | improve | debug
+    source: str  # "corpus:<file>" or "archive:<run>/<node_id>"
 
     @property
     def messages(self) -> list[dict[str, str]]:

@@ -26,7 +26,7 @@ async def build_pairs(cfg: SftConfig, use_corpus: bool, console=None) -> list[Pa
 
         tasks = cfg.corpus.tasks or sorted({s.task for s in load_corpus(cfg.corpus.path)})
         if not cfg.prompts.task_roots:
-            ensure_builtin_tasks(tasks=tasks)   # the prompts show each task's real public folder
+            ensure_builtin_tasks(tasks=tasks)  # the prompts show each task's real public folder
         pairs += corpus_pairs(cfg.corpus, cfg.prompts, cfg.seed)
     if cfg.archive.runs:
         from treegrpo.bus import Bus

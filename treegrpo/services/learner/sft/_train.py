@@ -50,7 +50,9 @@ def lr_factor(step: int, elapsed: float, total: int, config: SftConfig) -> float
     progress = (step - warmup) / max(1, total - warmup)
     if config.max_seconds:
         progress = max(progress, elapsed / config.max_seconds)
-    return config.lr_min_ratio + (1 - config.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return config.lr_min_ratio + (1 - config.lr_min_ratio) * 0.5 * (
+        1 + math.cos(math.pi * min(1.0, progress))
+    )
 
 
 def _load(config: SftConfig, model_dir: Path):
@@ -58,7 +60,9 @@ def _load(config: SftConfig, model_dir: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, config.dtype)).to(config.device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, config.dtype)).to(
+        config.device
+    )
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if config.method == "lora":
@@ -66,14 +70,22 @@ def _load(config: SftConfig, model_dir: Path):
 
         torch.manual_seed(config.seed)
         targets = config.lora.target_modules
-        model = get_peft_model(model, LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha,
-                                                 lora_dropout=config.lora.dropout, task_type="CAUSAL_LM",
-                                                 target_modules=targets))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=config.lora.r,
+                lora_alpha=config.lora.alpha,
+                lora_dropout=config.lora.dropout,
+                task_type="CAUSAL_LM",
+                target_modules=targets,
+            ),
+        )
     return tokenizer, model
 
 
-def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Path,
-              show_progress: bool = True) -> SftResult:
+def train_sft(
+    config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Path, show_progress: bool = True
+) -> SftResult:
     import torch
 
     if not pairs:
@@ -110,18 +122,40 @@ def train_sft(config: SftConfig, pairs: list[Pair], model_dir: Path, out_dir: Pa
             _update(opt, params, loss, lr, config.grad_clip)
             tokens += n_tokens
             losses.append(float(loss.detach()))
-            log.write(json.dumps({"step": step, "loss": losses[-1], "lr": lr, "completion_tokens": tokens,
-                                  "seconds": round(time.perf_counter() - started, 2)}) + "\n")
-            log.flush()   # the curve can be watched while it trains
+            log.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "loss": losses[-1],
+                        "lr": lr,
+                        "completion_tokens": tokens,
+                        "seconds": round(time.perf_counter() - started, 2),
+                    }
+                )
+                + "\n"
+            )
+            log.flush()  # the curve can be watched while it trains
             advance(losses[-1])
     seconds = time.perf_counter() - started
     _save(config, model, tokenizer, scratch)
     plot_losses(losses, scratch / "loss.png", title=f"SFT ({config.method}) on {len(examples)} pairs")
-    result = SftResult(out_dir, len(losses), seconds, len(examples), len(pairs) - len(examples), tokens,
-                       losses[0], _tail_mean(losses), dict(Counter(pairs[i].mode for i in keep)))
-    meta = {"result": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items()},
-            "base_model": str(model_dir), "config": config.model_dump(mode="json", exclude={"nats", "telemetry"}),
-            "sources": sorted(Counter(pairs[i].source.split(":")[0] for i in keep).items())}
+    result = SftResult(
+        out_dir,
+        len(losses),
+        seconds,
+        len(examples),
+        len(pairs) - len(examples),
+        tokens,
+        losses[0],
+        _tail_mean(losses),
+        dict(Counter(pairs[i].mode for i in keep)),
+    )
+    meta = {
+        "result": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items()},
+        "base_model": str(model_dir),
+        "config": config.model_dump(mode="json", exclude={"nats", "telemetry"}),
+        "sources": sorted(Counter(pairs[i].source.split(":")[0] for i in keep).items()),
+    }
     (scratch / "sft_meta.json").write_text(json.dumps(meta, indent=2))
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -156,7 +190,7 @@ def _tail_mean(losses: list[float], n: int = 10) -> float:
 def _save(config: SftConfig, model, tokenizer, folder: Path) -> None:
     if config.method == "lora" and config.merge_lora:
         model = model.merge_and_unload()
-    model.save_pretrained(folder)     # lora without merge: adapter_config.json + adapter_model.safetensors
+    model.save_pretrained(folder)  # lora without merge: adapter_config.json + adapter_model.safetensors
     tokenizer.save_pretrained(folder)
 
 
@@ -169,7 +203,10 @@ def plot_losses(losses: list[float], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(range(len(losses)), losses, lw=0.8, alpha=0.5, label="step loss")
     k = max(1, len(losses) // 20)
-    smooth = [sum(losses[max(0, i - k + 1):i + 1]) / len(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
+    smooth = [
+        sum(losses[max(0, i - k + 1) : i + 1]) / len(losses[max(0, i - k + 1) : i + 1])
+        for i in range(len(losses))
+    ]
     ax.plot(range(len(losses)), smooth, lw=2, label=f"mean of last {k}")
     ax.set(xlabel="optimizer step", ylabel="completion-token cross-entropy", title=title, yscale="log")
     ax.legend()
@@ -196,8 +233,13 @@ class _progress:
             TimeRemainingColumn,
         )
 
-        self._p = Progress(TextColumn("SFT loss {task.fields[loss]:.3f}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TimeRemainingColumn())
+        self._p = Progress(
+            TextColumn("SFT loss {task.fields[loss]:.3f}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         self._p.__enter__()
         task = self._p.add_task("sft", total=self.total, loss=float("nan"))
         return lambda loss: self._p.update(task, advance=1, loss=loss)

@@ -16,12 +16,20 @@ console = Console()
 
 
 def sft(
-    corpus: Annotated[bool, typer.Option("--corpus", help="Pairs from the seed corpus (draft / improve / debug)")] = False,
-    from_archive: Annotated[list[str] | None, typer.Option("--from-archive", help="Run id whose event log supplies pairs (repeatable)")] = None,
+    corpus: Annotated[
+        bool, typer.Option("--corpus", help="Pairs from the seed corpus (draft / improve / debug)")
+    ] = False,
+    from_archive: Annotated[
+        list[str] | None,
+        typer.Option("--from-archive", help="Run id whose event log supplies pairs (repeatable)"),
+    ] = None,
     model: Annotated[str, typer.Option(help="Base model folder; default $TREEGRPO_HOME/models/small")] = "",
     out: Annotated[str, typer.Option("--out", help="Output folder; default $TREEGRPO_HOME/models/sft")] = "",
     config: Annotated[Path | None, typer.Option("--config", help="TOML file with SftConfig fields")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field, e.g. --set lr=1e-3 --set archive.select=top-k")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a field, e.g. --set lr=1e-3 --set archive.select=top-k"),
+    ] = None,
     select: Annotated[str, typer.Option(help="Archive selection: best-per-group | top-k")] = "",
     top_k: Annotated[int, typer.Option(help="k of top-k (per run and task)")] = 0,
     dry_run: Annotated[bool, typer.Option(help="Build and count the pairs, train nothing")] = False,
@@ -52,11 +60,21 @@ def sft(
         return
     model_dir, out_dir = resolve_paths(cfg)
     result = train_sft(cfg, pairs, model_dir, out_dir)
-    console.print(f"[green]wrote[/] {result.out_dir}: {result.steps} steps in {result.seconds:.0f}s, "
-                  f"loss {result.first_loss:.3f} -> {result.final_loss:.3f}, "
-                  f"{result.dropped_too_long} pairs over max_seq_tokens dropped; loss curve {out_dir / 'loss.png'}")
-    console.print_json(json.dumps({"out_dir": str(result.out_dir), "steps": result.steps,
-                                   "seconds": round(result.seconds, 1), "final_loss": round(result.final_loss, 4)}))
+    console.print(
+        f"[green]wrote[/] {result.out_dir}: {result.steps} steps in {result.seconds:.0f}s, "
+        f"loss {result.first_loss:.3f} -> {result.final_loss:.3f}, "
+        f"{result.dropped_too_long} pairs over max_seq_tokens dropped; loss curve {out_dir / 'loss.png'}"
+    )
+    console.print_json(
+        json.dumps(
+            {
+                "out_dir": str(result.out_dir),
+                "steps": result.steps,
+                "seconds": round(result.seconds, 1),
+                "final_loss": round(result.final_loss, 4),
+            }
+        )
+    )
 
 
 def _summary(pairs) -> None:

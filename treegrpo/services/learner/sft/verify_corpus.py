@@ -31,20 +31,28 @@ TAIL_CHARS = 2000
 _EXC = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Interrupt|Exit))\b", re.MULTILINE)
 
 
-def run_code(code: str, public_dir: Path, timeout_s: float = 120.0,
-             prefix: str = "sft-") -> tuple[str, str, Path | None, float, Path]:
+def run_code(
+    code: str, public_dir: Path, timeout_s: float = 120.0, prefix: str = "sft-"
+) -> tuple[str, str, Path | None, float, Path]:
     """(status, output tail, submission path or None, seconds, workspace). Status as the executor's."""
     ws = Path(tempfile.mkdtemp(prefix=prefix))
     (ws / "input").symlink_to(public_dir, target_is_directory=True)
     if not code.strip():
         return Status.NO_CODE, "", None, 0.0, ws
     (ws / "script.py").write_text(code)
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(ws), "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(ws),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+    }
     started = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "script.py"], cwd=ws, env=env, capture_output=True,
-                              text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "script.py"], cwd=ws, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
         output, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         output, rc = f"{exc.stdout or ''}{exc.stderr or ''}\nTimeoutError: exceeded {timeout_s}s", None
@@ -95,19 +103,29 @@ def main(argv: list[str] | None = None) -> int:
     from treegrpo.tasks import ensure_builtin_tasks
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default="", help="corpus folder (default: the packaged one, treegrpo/data/corpus)")
+    ap.add_argument(
+        "--corpus", default="", help="corpus folder (default: the packaged one, treegrpo/data/corpus)"
+    )
     ap.add_argument("--tasks", nargs="*", default=[], help="only these tasks")
     ap.add_argument("--names", nargs="*", default=[], help="only these scripts (file stems)")
     ap.add_argument("--jobs", type=int, default=2, help="scripts run at once")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per script")
     args = ap.parse_args(argv)
     root = corpus_dir(args.corpus)
-    scripts = [s for s in load_corpus(root) if (not args.tasks or s.task in args.tasks)
-               and (not args.names or s.name in args.names)]
+    scripts = [
+        s
+        for s in load_corpus(root)
+        if (not args.tasks or s.task in args.tasks) and (not args.names or s.name in args.names)
+    ]
     tasks = ensure_builtin_tasks(tasks=sorted({s.task for s in scripts}))
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = dict(zip([(s.task, s.name) for s in scripts],
-                           pool.map(lambda s: verify(s, tasks, args.timeout), scripts), strict=True))
+        results = dict(
+            zip(
+                [(s.task, s.name) for s in scripts],
+                pool.map(lambda s: verify(s, tasks, args.timeout), scripts),
+                strict=True,
+            )
+        )
     manifest = json.loads((root / "manifest.json").read_text())
     mismatches = 0
     for e in manifest["scripts"]:
@@ -117,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         e["verified"] = asdict(v)
         agree = v.status == e["intended"]
         mismatches += not agree
-        print(f"{e['task']:14s} {e['name']:26s} {v.status:18s} {v.test_metric!s:9s} {v.seconds:6.1f}s"
-              f"{'' if agree else '  (intended ' + e['intended'] + ')'}")
+        print(
+            f"{e['task']:14s} {e['name']:26s} {v.status:18s} {v.test_metric!s:9s} {v.seconds:6.1f}s"
+            f"{'' if agree else '  (intended ' + e['intended'] + ')'}"
+        )
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(results)} scripts verified, {mismatches} differ from their intent")
     return 1 if mismatches else 0

@@ -18,11 +18,11 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Completion:
-    text: str                    # raw completion text (thinking + plan + code fence)
-    token_ids: list[int]         # sampled response tokens
-    logprobs: list[float]        # raw-distribution logprob of each sampled token (behaviour policy)
+    text: str  # raw completion text (thinking + plan + code fence)
+    token_ids: list[int]  # sampled response tokens
+    logprobs: list[float]  # raw-distribution logprob of each sampled token (behaviour policy)
     prompt_token_ids: list[int]
-    finish_reason: str           # "stop" | "length"
+    finish_reason: str  # "stop" | "length"
 
 
 @runtime_checkable
@@ -34,7 +34,9 @@ class Backend(Protocol):
         """Policy version now serving (0 = the base model, no adapter)."""
         ...
 
-    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+    async def generate(
+        self, messages: list[dict[str, str]], n: int, params: SamplingParams
+    ) -> list[Completion]:
         """n samples of one prompt (one sibling group), with per-token behaviour logprobs."""
         ...
 
@@ -42,5 +44,4 @@ class Backend(Protocol):
         """Serve `version` (a peft adapter folder) from the moment this returns; never a stale one."""
         ...
 
-    async def close(self) -> None:
-        ...
+    async def close(self) -> None: ...

@@ -29,7 +29,9 @@ def _adapter_name(version: int) -> str:
 class HfBackend:
     name = "hf"
 
-    def __init__(self, model_path: str | Path, device: str = "cpu", dtype: str = "float32", torch_threads: int = 0):
+    def __init__(
+        self, model_path: str | Path, device: str = "cpu", dtype: str = "float32", torch_threads: int = 0
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,7 +56,9 @@ class HfBackend:
         out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(out["input_ids"] if hasattr(out, "keys") else out)
 
-    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+    async def generate(
+        self, messages: list[dict[str, str]], n: int, params: SamplingParams
+    ) -> list[Completion]:
         return await asyncio.to_thread(self._generate, messages, n, params)
 
     def _generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
@@ -66,12 +70,20 @@ class HfBackend:
                 torch.manual_seed(params.seed)
             ids = torch.tensor([prompt] * n, dtype=torch.long, device=self.device)
             out = self.model.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=self._shared_prefix(ids, n),
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                past_key_values=self._shared_prefix(ids, n),
                 do_sample=True,
-                temperature=params.temperature, top_p=params.top_p, top_k=0,
-                max_new_tokens=params.max_new_tokens, return_dict_in_generate=True, output_logits=True,
-                eos_token_id=self._eos_ids(), pad_token_id=self.tokenizer.pad_token_id)
-            new = out.sequences[:, len(prompt):]
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=0,
+                max_new_tokens=params.max_new_tokens,
+                return_dict_in_generate=True,
+                output_logits=True,
+                eos_token_id=self._eos_ids(),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            new = out.sequences[:, len(prompt) :]
             logits = torch.stack(out.logits, dim=1).float()  # (n, T, V): raw, before any processor
             logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         return [self._completion(prompt, new[i].tolist(), logprobs[i].tolist(), params) for i in range(n)]
@@ -95,8 +107,9 @@ class HfBackend:
             ids.add(end)
         return sorted(i for i in ids if i is not None)
 
-    def _completion(self, prompt: list[int], tokens: list[int], logprobs: list[float],
-                    params: SamplingParams) -> Completion:
+    def _completion(
+        self, prompt: list[int], tokens: list[int], logprobs: list[float], params: SamplingParams
+    ) -> Completion:
         eos = set(self._eos_ids())
         cut = next((i + 1 for i, t in enumerate(tokens) if t in eos), None)  # keep the EOS: it was sampled
         finish = "stop" if cut is not None else "length"
@@ -109,8 +122,13 @@ class HfBackend:
         for stop in params.stop:
             if stop and stop in text:
                 text, finish = text[: text.index(stop)], "stop"
-        return Completion(text=text, token_ids=tokens, logprobs=logprobs, prompt_token_ids=list(prompt),
-                          finish_reason=finish)
+        return Completion(
+            text=text,
+            token_ids=tokens,
+            logprobs=logprobs,
+            prompt_token_ids=list(prompt),
+            finish_reason=finish,
+        )
 
     # ---- adapters ---------------------------------------------------------------------------
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
@@ -123,22 +141,27 @@ class HfBackend:
         name = _adapter_name(version)
         with self._lock:
             if self._adapter is None:
-                self.model = PeftModel.from_pretrained(self.model, str(adapter_dir), adapter_name=name,
-                                                       is_trainable=False).eval()
+                self.model = PeftModel.from_pretrained(
+                    self.model, str(adapter_dir), adapter_name=name, is_trainable=False
+                ).eval()
             else:
                 if name == self._adapter:  # re-load of the serving version: swap through a fresh name
                     name = f"{name}_{int(time.time() * 1000)}"
                 try:
                     self.model.load_adapter(str(adapter_dir), adapter_name=name, is_trainable=False)
                 except Exception:
-                    if name in self.model.peft_config:  # drop a half-registered adapter; the old one serves on
+                    if (
+                        name in self.model.peft_config
+                    ):  # drop a half-registered adapter; the old one serves on
                         self.model.delete_adapter(name)
                     raise
                 self.model.set_adapter(name)
                 self.model.delete_adapter(self._adapter)
             self._adapter, self._version = name, version
         self.last_swap_seconds = time.perf_counter() - started
-        log.info("hf backend serves version %d (%s) after %.3fs", version, adapter_dir, self.last_swap_seconds)
+        log.info(
+            "hf backend serves version %d (%s) after %.3fs", version, adapter_dir, self.last_swap_seconds
+        )
 
     async def close(self) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from treegrpo.services.sampler.config import OpenAISettings, SamplerConfig
 
 log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
-BUSY_STATUS = {429, 503}    # for adapter loads: a 500 there is the server rejecting the adapter
+BUSY_STATUS = {429, 503}  # for adapter loads: a 500 there is the server rejecting the adapter
 
 
 def build(config: SamplerConfig) -> OpenAIBackend:
@@ -58,9 +58,11 @@ class OpenAIBackend:
         root = s.base_url.rstrip("/")
         self.root = root[:-3] if root.endswith("/v1") else root
         self._client = httpx.AsyncClient(
-            base_url=self.root, headers={"Authorization": f"Bearer {s.api_key}"},
+            base_url=self.root,
+            headers={"Authorization": f"Bearer {s.api_key}"},
             timeout=httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s),
-            limits=httpx.Limits(max_connections=s.max_connections))
+            limits=httpx.Limits(max_connections=s.max_connections),
+        )
         self._version = 0
         self._adapter: str | None = None
         self._loads = itertools.count(1)
@@ -78,7 +80,9 @@ class OpenAIBackend:
     def lora_name(self) -> str | None:
         return self._adapter
 
-    async def _post(self, path: str, body: dict[str, Any], retry_status: set[int] = RETRY_STATUS) -> httpx.Response:
+    async def _post(
+        self, path: str, body: dict[str, Any], retry_status: set[int] = RETRY_STATUS
+    ) -> httpx.Response:
         """POST with retries on connection errors and `retry_status`; other answers are returned."""
         delay = self.settings.retry_backoff_s
         for attempt in range(self.settings.retries + 1):
@@ -105,13 +109,23 @@ class OpenAIBackend:
             self.base_model = bases[0]
         return self.base_model
 
-    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+    async def generate(
+        self, messages: list[dict[str, str]], n: int, params: SamplingParams
+    ) -> list[Completion]:
         base = await self._base_model()
-        adapter = self._adapter                  # pinned: a swap during this request does not touch it
+        adapter = self._adapter  # pinned: a swap during this request does not touch it
         body: dict[str, Any] = {
-            "model": adapter or base, "messages": messages, "n": n, "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature, "top_p": params.top_p, "logprobs": True,
-            "return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": False}
+            "model": adapter or base,
+            "messages": messages,
+            "n": n,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "logprobs": True,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+        }
         if params.seed is not None:
             body["seed"] = params.seed
         if params.stop:
@@ -135,11 +149,15 @@ class OpenAIBackend:
         return [self._completion(c, prompt_ids) for c in choices]
 
     async def _tokenize(self, model: str, messages: list[dict[str, str]]) -> list[int]:
-        resp = await self._post("/tokenize", {"model": model, "messages": messages, "add_generation_prompt": True})
+        resp = await self._post(
+            "/tokenize", {"model": model, "messages": messages, "add_generation_prompt": True}
+        )
         if resp.status_code == 200:
             return list(resp.json().get("tokens") or [])
         if self.settings.token_ids == "required":
-            raise ValueError(f"no prompt token ids: the response had none and /tokenize gave HTTP {resp.status_code}")
+            raise ValueError(
+                f"no prompt token ids: the response had none and /tokenize gave HTTP {resp.status_code}"
+            )
         return []
 
     def _completion(self, choice: dict[str, Any], prompt_ids: list[int]) -> Completion:
@@ -155,12 +173,19 @@ class OpenAIBackend:
             token_ids = [int(e["token"].split(":", 1)[1]) for e in entries]
         if token_ids is None or len(token_ids) != len(logprobs):
             if self.settings.token_ids == "required":
-                raise ValueError(f"server gave {None if token_ids is None else len(token_ids)} token ids "
-                                 f"for {len(logprobs)} logprobs; it must support logprobs + token ids")
+                raise ValueError(
+                    f"server gave {None if token_ids is None else len(token_ids)} token ids "
+                    f"for {len(logprobs)} logprobs; it must support logprobs + token ids"
+                )
             token_ids, logprobs = [], []
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Completion(text=text, token_ids=list(token_ids), logprobs=logprobs,
-                          prompt_token_ids=list(prompt_ids), finish_reason=finish)
+        return Completion(
+            text=text,
+            token_ids=list(token_ids),
+            logprobs=logprobs,
+            prompt_token_ids=list(prompt_ids),
+            finish_reason=finish,
+        )
 
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         folder = Path(adapter_dir).resolve()
@@ -171,10 +196,13 @@ class OpenAIBackend:
         started = time.perf_counter()
         async with self._load_lock:
             name = f"{self.settings.lora_name_prefix}-v{version}-{self._tag}-{next(self._loads)}"
-            resp = await self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": server_path},
-                                    BUSY_STATUS)
+            resp = await self._post(
+                "/v1/load_lora_adapter", {"lora_name": name, "lora_path": server_path}, BUSY_STATUS
+            )
             if resp.status_code != 200:
-                raise ValueError(f"server refused adapter v{version} ({server_path}): HTTP {resp.status_code}: {resp.text[:500]}")
+                raise ValueError(
+                    f"server refused adapter v{version} ({server_path}): HTTP {resp.status_code}: {resp.text[:500]}"
+                )
             old, self._adapter, self._version = self._adapter, name, version
             if old is not None:
                 self._retired.add(old)

@@ -39,7 +39,9 @@ class ReplayBackend(HfBackend):
         self.completions = load_completions(Path(source_dir))
         self.delay_s = delay_s
 
-    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+    async def generate(
+        self, messages: list[dict[str, str]], n: int, params: SamplingParams
+    ) -> list[Completion]:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         return await asyncio.to_thread(self._replay, messages, n, params)
@@ -54,14 +56,22 @@ class ReplayBackend(HfBackend):
         with self._lock, torch.inference_mode():
             for _ in range(n):
                 text = rng.choice(self.completions)
-                tokens = self.tokenizer.encode(text, add_special_tokens=False)[: params.max_new_tokens - 1] + [eos]
+                tokens = self.tokenizer.encode(text, add_special_tokens=False)[
+                    : params.max_new_tokens - 1
+                ] + [eos]
                 ids = torch.tensor([prompt + tokens], dtype=torch.long, device=self.device)
-                logits = self.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
-                target = ids[0, len(prompt):]
+                logits = self.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+                target = ids[0, len(prompt) :]
                 logprobs = torch.log_softmax(logits, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
-                out.append(Completion(text=self.tokenizer.decode(tokens[:-1]), token_ids=tokens,
-                                      logprobs=logprobs.tolist(), prompt_token_ids=list(prompt),
-                                      finish_reason="stop"))
+                out.append(
+                    Completion(
+                        text=self.tokenizer.decode(tokens[:-1]),
+                        token_ids=tokens,
+                        logprobs=logprobs.tolist(),
+                        prompt_token_ids=list(prompt),
+                        finish_reason="stop",
+                    )
+                )
         return out
 
 
@@ -70,5 +80,11 @@ def build(config) -> ReplayBackend:
 
     if not config.replay.source_dir:
         raise ValueError("backend = 'replay' needs replay.source_dir")
-    return ReplayBackend(resolve_model_path(config), config.replay.source_dir, config.replay.delay_s,
-                         device=config.hf.device, dtype=config.hf.dtype, torch_threads=config.hf.torch_threads)
+    return ReplayBackend(
+        resolve_model_path(config),
+        config.replay.source_dir,
+        config.replay.delay_s,
+        device=config.hf.device,
+        dtype=config.hf.dtype,
+        torch_threads=config.hf.torch_threads,
+    )

@@ -61,9 +61,9 @@ class VllmBackend:
         self._load_lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._version = 0
-        self._lora: Any = None                       # LoRARequest now serving; None = base model
-        self._inflight: Counter[int] = Counter()      # lora id -> requests running on it
-        self._retired: set[int] = set()               # ids replaced by a newer load, still in the engine
+        self._lora: Any = None  # LoRARequest now serving; None = base model
+        self._inflight: Counter[int] = Counter()  # lora id -> requests running on it
+        self._retired: set[int] = set()  # ids replaced by a newer load, still in the engine
         self.last_swap_seconds = 0.0
 
     @property
@@ -89,14 +89,25 @@ class VllmBackend:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         args = AsyncEngineArgs(
-            model=self.model, tokenizer=s.tokenizer or self.model, dtype=s.dtype, seed=s.seed,
-            max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,
-            tensor_parallel_size=s.tensor_parallel_size, enforce_eager=s.enforce_eager,
-            max_num_seqs=s.max_num_seqs, enable_prefix_caching=s.enable_prefix_caching,
-            enable_lora=True, max_lora_rank=s.max_lora_rank, max_loras=s.max_loras,
-            max_cpu_loras=max(s.max_cpu_loras, s.max_loras), logprobs_mode="raw_logprobs",
+            model=self.model,
+            tokenizer=s.tokenizer or self.model,
+            dtype=s.dtype,
+            seed=s.seed,
+            max_model_len=s.max_model_len,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            tensor_parallel_size=s.tensor_parallel_size,
+            enforce_eager=s.enforce_eager,
+            max_num_seqs=s.max_num_seqs,
+            enable_prefix_caching=s.enable_prefix_caching,
+            enable_lora=True,
+            max_lora_rank=s.max_lora_rank,
+            max_loras=s.max_loras,
+            max_cpu_loras=max(s.max_cpu_loras, s.max_loras),
+            logprobs_mode="raw_logprobs",
             generation_config="vllm",  # our SamplingParams are the whole policy: no checkpoint defaults
-            disable_log_stats=True, **self._optional_args())
+            disable_log_stats=True,
+            **self._optional_args(),
+        )
         engine = AsyncLLM.from_engine_args(args)
         tokenizer = AutoTokenizer.from_pretrained(s.tokenizer or self.model)
         return engine, tokenizer
@@ -115,7 +126,9 @@ class VllmBackend:
         text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    async def generate(self, messages: list[dict[str, str]], n: int, params: SamplingParams) -> list[Completion]:
+    async def generate(
+        self, messages: list[dict[str, str]], n: int, params: SamplingParams
+    ) -> list[Completion]:
         await self.start()
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
@@ -123,16 +136,24 @@ class VllmBackend:
 
         prompt_ids = self.prompt_ids(messages)
         sp = VSamplingParams(
-            n=n, temperature=params.temperature, top_p=params.top_p, seed=params.seed,
-            max_tokens=params.max_new_tokens, stop=list(params.stop) or None, logprobs=0,
-            skip_special_tokens=False, output_kind=RequestOutputKind.FINAL_ONLY)
-        lora = self._lora                 # pinned for the whole request: a swap mid-way does not touch it
+            n=n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=params.seed,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None,
+            logprobs=0,
+            skip_special_tokens=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        lora = self._lora  # pinned for the whole request: a swap mid-way does not touch it
         key = 0 if lora is None else lora.lora_int_id
         self._inflight[key] += 1
         try:
             final = None
-            async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), sp,
-                                                   request_id=uuid.uuid4().hex, lora_request=lora):
+            async for out in self._engine.generate(
+                TokensPrompt(prompt_token_ids=prompt_ids), sp, request_id=uuid.uuid4().hex, lora_request=lora
+            ):
                 final = out
         finally:
             self._inflight[key] -= 1
@@ -152,8 +173,13 @@ class VllmBackend:
         # logprobs=0: each position holds the sampled token's entry (raw_logprobs mode).
         logprobs = [step[tok].logprob for tok, step in zip(token_ids, out.logprobs or [], strict=True)]
         finish = "length" if out.finish_reason == "length" else "stop"
-        return Completion(text=out.text, token_ids=token_ids, logprobs=logprobs,
-                          prompt_token_ids=prompt_ids, finish_reason=finish)
+        return Completion(
+            text=out.text,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            prompt_token_ids=prompt_ids,
+            finish_reason=finish,
+        )
 
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         await self.start()
@@ -167,9 +193,11 @@ class VllmBackend:
         folder = await asyncio.to_thread(adapter_for_engine, self.model, folder)
         async with self._load_lock:
             lora_id = next(self._ids)
-            request = LoRARequest(f"{self.settings.lora_name_prefix}-v{version}-{lora_id}", lora_id, str(folder))
+            request = LoRARequest(
+                f"{self.settings.lora_name_prefix}-v{version}-{lora_id}", lora_id, str(folder)
+            )
             try:
-                await self._engine.add_lora(request)   # reads + validates the weights in the engine
+                await self._engine.add_lora(request)  # reads + validates the weights in the engine
             except Exception as exc:  # vLLM raises several types for a bad adapter
                 raise ValueError(f"adapter v{version} at {folder} refused by vLLM: {exc}") from exc
             old, self._lora, self._version = self._lora, request, version

@@ -29,7 +29,7 @@ def wraps_language_model(model_dir: str | Path) -> bool:
 
 
 def renamed_key(key: str) -> str:
-    return WRAPPED + key[len(CAUSAL):] if key.startswith(CAUSAL) else key
+    return WRAPPED + key[len(CAUSAL) :] if key.startswith(CAUSAL) else key
 
 
 def adapter_for_engine(model_dir: str | Path, adapter_dir: Path) -> Path:
