@@ -65,6 +65,7 @@ class RunLog:
     graded_status: Counter = field(default_factory=Counter)
     steps: list = field(default_factory=list)
     traced: Counter = field(default_factory=Counter)  # event kind -> count with a valid traceparent
+    parents: dict = field(default_factory=dict)  # event kind -> the span ids its traceparents name
 
 
 TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
@@ -102,12 +103,12 @@ async def _fold(url: str, run_id: str) -> RunLog:
             out.steps.append(b)
         elif kind == Kind.NODE_GRADED:
             out.graded_status[b.status] += 1
-    await _count_traced(bus, run_id, out.traced)
+    await _count_traced(bus, run_id, out.traced, out.parents)
     await bus.close(2)
     return out
 
 
-async def _count_traced(bus: Bus, run_id: str, traced: Counter) -> None:
+async def _count_traced(bus: Bus, run_id: str, traced: Counter, parents: dict) -> None:
     """Per kind, the run's messages whose headers carry a well-formed W3C traceparent, read raw
     from the stream (replay returns bodies, not headers)."""
     cfg = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL)
@@ -118,8 +119,11 @@ async def _count_traced(bus: Bus, run_id: str, traced: Counter) -> None:
     while remaining > 0:
         for m in await sub.fetch(min(512, remaining), timeout=5):
             remaining = m.metadata.num_pending
-            if TRACEPARENT.match((m.headers or {}).get("traceparent", "")):
-                traced[ev.kind_of(ev.decode(m.data))] += 1
+            parent = (m.headers or {}).get("traceparent", "")
+            if TRACEPARENT.match(parent):
+                kind = ev.kind_of(ev.decode(m.data))
+                traced[kind] += 1
+                parents.setdefault(kind, set()).add(parent.split("-")[2])
     await sub.unsubscribe()
 
 

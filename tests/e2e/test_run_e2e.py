@@ -58,6 +58,14 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
         "grader",
         "learner",
     }
+    # ... and the facts published by the runner and the learner name spans their trace files hold
+    # (the runner's own file; the learner's step span), not roots no viewer can show
+    for kind in (Kind.RUN_STARTED, Kind.RUN_ENDED, Kind.RUN_COMPLETED, Kind.LEARNER_STEPPED):
+        assert log.parents[kind] <= set(spans), f"{kind}: parent spans missing from the trace files"
+    assert {s["name"] for s in spans.values() if s["service"] == "runner"} >= {
+        "runner claim run",
+        "runner end run",
+    }
     learner_spans = [
         s for s in spans.values() if s["service"] == "learner" and s["name"].endswith(Kind.GROUP_SCORED)
     ]

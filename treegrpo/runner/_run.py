@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from opentelemetry import trace
 from rich.console import Console
 from rich.live import Live
 
@@ -27,6 +28,7 @@ from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
 from treegrpo.runner._supervisor import Supervisor
 from treegrpo.runner._toml import dump_toml
+from treegrpo.telemetry import file_tracer
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +153,14 @@ async def execute(rf: RunFile, resume: str = "", console: Console | None = None)
         nats.close()
 
 
+def _runner_span(tracer: trace.Tracer, what: str, run_id: str, **attrs: str):
+    return tracer.start_as_current_span(
+        f"runner {what}",
+        kind=trace.SpanKind.PRODUCER,
+        attributes={"treegrpo.run_id": run_id, **{f"treegrpo.{k}": v for k, v in attrs.items()}},
+    )
+
+
 async def _execute(
     rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus
 ) -> RunResult:
@@ -158,18 +168,41 @@ async def _execute(
     if not resume:
         spec = spec.model_copy(update={"run_id": spec.run_id or new_run_id()})
     run_dir = home / "runs" / spec.run_id
-    out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
     prepare_tasks(spec)
     sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
     if not spec.train:
         sections.pop("learner")
     validate_sections(sections)
+    # the runner's own facts (run.started / resumed / ended / completed) are published inside spans
+    # of its own trace file, so the traceparent they carry names a span a trace viewer can show
+    (run_dir / "traces").mkdir(parents=True, exist_ok=True)
+    tracer, provider = file_tracer("runner", run_dir / "traces" / "runner.jsonl")
+    try:
+        return await _lifecycle(rf, resume, console, home, nats, bus, spec, run_dir, sections, tracer)
+    finally:
+        provider.shutdown()
+
+
+async def _lifecycle(
+    rf: RunFile,
+    resume: str,
+    console: Console,
+    home: Path,
+    nats: NatsHandle,
+    bus: Bus,
+    spec: RunSpec,
+    run_dir: Path,
+    sections: dict[str, dict],
+    tracer: trace.Tracer,
+) -> RunResult:
+    out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
     # the log decides who owns a run id: claim it (or reopen it) before anything else is written
-    if resume:
-        attempt = await reopen_run(bus, spec.run_id)
-    else:
-        await claim_run(bus, spec)
-        attempt = 1
+    with _runner_span(tracer, "reopen run" if resume else "claim run", spec.run_id):
+        if resume:
+            attempt = await reopen_run(bus, spec.run_id)
+        else:
+            await claim_run(bus, spec)
+            attempt = 1
     run_dir.mkdir(parents=True, exist_ok=True)
     paths = write_configs(sections, run_dir)
     sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
@@ -203,7 +236,8 @@ async def _execute(
         with contextlib.suppress(Exception):
             await watcher
         with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
-            await end_run(bus, spec.run_id, attempt, outcome, reason)
+            with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
+                await end_run(bus, spec.run_id, attempt, outcome, reason)
     if outcome == "completed":
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"

@@ -295,7 +295,8 @@ class RunLearner:
                 record.phases_s.update_weights = time.perf_counter() - tu
             record.total_s = waited_s + (time.perf_counter() - t0)
             span.set_attribute("treegrpo.policy_version", self.state.step)
-        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
+            # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
+            await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
         for g in batch.groups:
             if not g.done.done():
                 g.done.set_result(True)
