@@ -43,6 +43,7 @@ bench: setup
 
 # ruff, then the import layering (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md)
 lint: setup
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-logo
 

@@ -36,7 +36,8 @@ from treegrpo.embedded import EmbeddedNats  # noqa: E402
 
 
 def baseline_json(root: Path) -> tuple[float, int]:
-    """Plain json.loads + json.dumps of every node line (what a naive exporter does), seconds and bytes out."""
+    """Plain json.loads + json.dumps of every node line (what a naive exporter does), seconds and
+    bytes out."""
     lines = [
         line
         for f in sorted(root.rglob("*.jsonl"))
@@ -110,7 +111,10 @@ async def main() -> None:
         runs.append(r)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     t = Table(
-        title=f"archive throughput, median of {a.repeats} ({int(med['nodes'])} nodes, {med['export_mb']:.0f} MB)"
+        title=(
+            f"archive throughput, median of {a.repeats} "
+            f"({int(med['nodes'])} nodes, {med['export_mb']:.0f} MB)"
+        )
     )
     for c in ("", "MB/s (wall)", "MB per CPU-s (this process)", "nodes/s", "seconds"):
         t.add_column(c, justify="right")

@@ -87,7 +87,8 @@ def valid(r) -> bool:
 
 
 def per_round(records) -> dict[int, list[float]]:
-    """round -> [failed share, mean oriented of valid nodes] over all tasks (a raw view beside the report's)."""
+    """round -> [failed share, mean oriented of valid nodes] over all tasks (a raw view beside the
+    report's)."""
     out = {}
     for rnd in sorted({r.round for r in records}):
         rs = [r for r in records if r.round == rnd]

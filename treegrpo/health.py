@@ -82,7 +82,8 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
     age = now - beat.written_at
     if age > max_age_s:
         out.append(
-            f"{beat.service} heartbeat is {age:.0f}s old (> {max_age_s:.0f}s): its event loop is blocked or it died"
+            f"{beat.service} heartbeat is {age:.0f}s old (> {max_age_s:.0f}s): "
+            "its event loop is blocked or it died"
         )
     loop_age = now - beat.consumer_loop_at if beat.consumer_loop_at else age
     if beat.state == "running" and loop_age > max_age_s:

@@ -42,7 +42,10 @@ async def test_allocating_64_gib_is_a_memory_error(backend):
 
 
 async def test_writing_10_gib_to_one_file_stops_at_the_file_size_limit(backend):
-    code = "b = b'x' * 2**20\nwith open('big.bin', 'wb') as f:\n    for _ in range(10 * 1024):\n        f.write(b)\n"
+    code = (
+        "b = b'x' * 2**20\nwith open('big.bin', 'wb') as f:\n"
+        "    for _ in range(10 * 1024):\n        f.write(b)\n"
+    )
     out = await run_code(backend, code)
     assert (out.status, out.exc_type) == ("crashed", "OSError")
     assert "File too large" in out.term_tail
@@ -167,7 +170,9 @@ for top in [{str(base)!r}, '/tmp', '/mnt', '..', '/']:
     for dirpath, dirs, files in os.walk(top):
         dirs[:] = [d for d in dirs if not os.path.join(dirpath, d).startswith(interpreter)]
         if dirpath == '/':
-            dirs[:] = [d for d in dirs if d not in ('proc', 'sys', 'dev', 'usr', 'lib', 'lib64', 'bin', 'sbin', 'work', 'var', 'opt', 'etc', 'boot', 'tmp', 'mnt')]
+            skip = ('proc', 'sys', 'dev', 'usr', 'lib', 'lib64', 'bin', 'sbin', 'work', 'var', 'opt', 'etc',
+                    'boot', 'tmp', 'mnt')
+            dirs[:] = [d for d in dirs if d not in skip]
         for f in files:
             path = os.path.join(dirpath, f)
             if f == 'script.py':
@@ -179,8 +184,10 @@ for top in [{str(base)!r}, '/tmp', '/mnt', '..', '/']:
                     found.append(path)
             except Exception:
                 pass
-for p in [{str(mle / "comp" / "prepared" / "private" / "answers.csv")!r}, {str(home_private / "answers.csv")!r},
-          {str(mle / "comp" / "raw" / "train.csv")!r}, {str(mle / "other" / "prepared" / "private" / "answers.csv")!r},
+for p in [{str(mle / "comp" / "prepared" / "private" / "answers.csv")!r},
+          {str(home_private / "answers.csv")!r},
+          {str(mle / "comp" / "raw" / "train.csv")!r},
+          {str(mle / "other" / "prepared" / "private" / "answers.csv")!r},
           '../input/../../answers.csv', 'input/../prepared/private/answers.csv']:
     try:
         found.append(open(p).read())
@@ -276,7 +283,8 @@ async def test_without_namespaces_the_uid_drop_still_contains_children_and_priva
         code = (
             f"import subprocess\nsubprocess.Popen(['sleep', '987.656'], start_new_session=True)\n"
             f"try:\n    print(open({str(private / 'answers.csv')!r}).read())\nexcept Exception as e:\n"
-            f"    print('denied', type(e).__name__)\nopen('submission/submission.csv', 'w').write('id\\n1\\n')\n"
+            f"    print('denied', type(e).__name__)\n"
+            f"open('submission/submission.csv', 'w').write('id\\n1\\n')\n"
         )
         out = await run_code(b, code)
         assert (

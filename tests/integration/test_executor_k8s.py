@@ -19,7 +19,10 @@ from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(90)
-OK_CODE = "import os\nn = len(os.listdir('input'))\nopen('submission/submission.csv','w').write(f'id,n\\n1,{n}\\n')\n"
+OK_CODE = (
+    "import os\nn = len(os.listdir('input'))\n"
+    "open('submission/submission.csv','w').write(f'id,n\\n1,{n}\\n')\n"
+)
 
 
 @pytest.fixture

@@ -59,7 +59,10 @@ async def test_a_symlinked_submission_folder_is_not_followed(backend):
     # the host path of the public data, as /proc/self/mountinfo tells the script (a host file
     # named submission.csv that the executor, reading as root, must not take for the node's)
     host = os.path.join(backend.cfg.public_data_roots[0], "t")
-    code = f"import os\nprint(open('/proc/self/mountinfo').read())\nos.rmdir('submission')\nos.symlink({host!r}, 'submission')\n"
+    code = (
+        "import os\nprint(open('/proc/self/mountinfo').read())\n"
+        f"os.rmdir('submission')\nos.symlink({host!r}, 'submission')\n"
+    )
     out = await run_code(backend, code)
     assert out.status == "no_submission" and out.submission is None
     code = (
@@ -236,7 +239,8 @@ MEMFD = "fds = [os.memfd_create(f'x{k}') for k in range(3)]\n"  # one memfd stop
             marks=pytest.mark.slow,
         ),
         pytest.param(
-            "with open('/dev/shm/big', 'wb') as f:\n    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
+            "with open('/dev/shm/big', 'wb') as f:\n"
+            "    for _ in range(1536):\n        f.write(b'x' * 2**20)\n",
             id="dev-shm",
             marks=pytest.mark.slow,
         ),

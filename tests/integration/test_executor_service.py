@@ -24,7 +24,8 @@ pytestmark = pytest.mark.timeout(90)
 RUN = "r1"
 OK_CODE = (
     "import os\nrows = open('input/train.csv').read().splitlines()\n"
-    "open('submission/submission.csv', 'w').write('id,y\\n' + '\\n'.join(f'{i},0.5' for i in range(len(rows) - 1)))\n"
+    "open('submission/submission.csv', 'w')"
+    ".write('id,y\\n' + '\\n'.join(f'{i},0.5' for i in range(len(rows) - 1)))\n"
     "print('validation metric: 0.5')\n"
 )
 GPU0 = "# /// script\n# [tool.resources]\n# cpu = 1\n# gpu = 0\n# ///\n" + OK_CODE

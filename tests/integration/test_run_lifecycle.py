@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.integration.test_sampler_service import config, public, stop, tiny  # noqa: F401 (fixtures)
+from tests.integration.test_sampler_service import config, stop
 from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.events import Kind
@@ -58,7 +58,7 @@ async def test_each_attempt_ends_on_the_log_and_a_resume_reopens_the_run(bus):
 
 async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(
     bus, nats_server, tiny, public, tmp_path
-):  # noqa: F811
+):
     for run in ("ended", "open"):
         await claim_run(bus, RunSpec(run_id=run, tasks=["spooky-mini"], rounds=1))
     await end_run(bus, "ended", 1, "stopped", "interrupted")
@@ -78,7 +78,7 @@ async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(
         await stop(svc, task)
 
 
-async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+async def test_a_scoped_service_consumes_its_own_run_alone(bus, nats_server, tiny, public, tmp_path):
     svc = SamplerService(config(tiny, public, nats_server, tmp_path, run_id="mine"), "s1")
     await svc.setup()
     task = asyncio.create_task(svc.run())
@@ -143,7 +143,7 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
 
 async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(
     bus, nats_server, tiny, public, tmp_path
-):  # noqa: F811
+):
     await claim_run(bus, RunSpec(run_id="notask", tasks=["no-such-task"], rounds=1))
     svc = SamplerService(config(tiny, public, nats_server, tmp_path, run_id="notask"), "s1")
     await svc.setup()
@@ -155,7 +155,7 @@ async def test_a_scoped_sampler_stops_for_good_on_a_task_that_does_not_exist(
         await svc.close()
 
 
-async def test_a_sampler_serving_every_run_gives_the_runs_turns(bus, nats_server, tiny, public, tmp_path):  # noqa: F811
+async def test_a_sampler_serving_every_run_gives_the_runs_turns(bus, nats_server, tiny, public, tmp_path):
     for run in (
         "fa",
         "fb",

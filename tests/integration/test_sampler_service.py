@@ -21,29 +21,11 @@ from treegrpo.archive import export_runs
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
-from treegrpo.models import build_model
 from treegrpo.services.sampler import SamplerConfig
 from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_model(
-        tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024, tokenizer_bytes=1 << 20
-    )
-
-
-@pytest.fixture
-def public(tmp_path):
-    root = tmp_path / "public"
-    task = root / "spooky-mini"
-    task.mkdir(parents=True)
-    (task / "description.md").write_text("# Spooky mini\nPredict the author of each sentence. Log loss.")
-    (task / "train.csv").write_text("id,text,author\nid1,It was dark.,EAP\nid2,The thing.,HPL\n")
-    return root
 
 
 def config(tiny, public, nats_server, tmp_path, **kw) -> SamplerConfig:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_sampler_service import begin, expected_ids, grading, public, sampled_counts, tiny, wait_for  # noqa: F401
+from test_sampler_service import begin, expected_ids, grading, sampled_counts, wait_for
 
 from treegrpo.archive import export_runs
 from treegrpo.events import Kind
@@ -38,7 +38,7 @@ def serve(model_dir, public_root, url, tmp_path, name) -> subprocess.Popen:
 
 async def test_sigkilled_sampler_process_restarts_and_finishes_the_round_exactly_once(
     bus, nats_server, tiny, public, tmp_path
-):  # noqa: F811
+):
     first = serve(tiny, public, nats_server.url, tmp_path, "first")
     try:
         async with grading(bus):

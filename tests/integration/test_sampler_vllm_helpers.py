@@ -4,8 +4,9 @@ adapters can be told apart, and reference logprobs from transformers + peft.
 The tiny model comes from the sampler's own builder (`treegrpo model init`), then gets an untied
 random unembedding and a larger final RMSNorm weight: with tied random embeddings the model mostly
 repeats its last input token, and at the default init a hidden state of norm sqrt(d) only reaches
-logits of about ±1, so no adapter could make one token dominant. A "biased" adapter pushes the last layer's residual stream toward one token's unembedding
-row, whatever the input, so every sampled token under it is that token (with p ≈ 1).
+logits of about ±1, so no adapter could make one token dominant. A "biased" adapter pushes the last
+layer's residual stream toward one token's unembedding row, whatever the input, so every sampled
+token under it is that token (with p ≈ 1).
 """
 
 from __future__ import annotations

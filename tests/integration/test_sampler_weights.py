@@ -12,7 +12,6 @@ import torch
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
 from treegrpo.events import Kind
-from treegrpo.models import build_model
 from treegrpo.services.sampler import (
     AdapterLoader,
     SamplingParams,
@@ -26,13 +25,6 @@ from treegrpo.v1 import events_pb2 as pb
 pytestmark = pytest.mark.timeout(120)
 RUN = "wrun"
 MSGS = [{"role": "user", "content": "Write a script."}]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_model(
-        tmp_path_factory.mktemp("model") / "tiny", size="tiny", vocab_size=1024, tokenizer_bytes=1 << 20
-    )
 
 
 def adapter_tar(model_dir, tmp_path, seed: int, poison: bool = False) -> bytes:

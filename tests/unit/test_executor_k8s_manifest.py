@@ -15,7 +15,10 @@ from treegrpo.services.executor._k8s import parse_log
 from treegrpo.services.executor._k8s_manifest import EXIT_MARK, SUB_MARK, config_map, pod, pod_name
 
 VERSION = "1.37.0"
-GPU_CODE = "# /// script\n# [tool.resources]\n# cpu = 8\n# mem = 16\n# ephemeral = 4\n# gpu = 1\n# ///\nimport torch\n"
+GPU_CODE = (
+    "# /// script\n# [tool.resources]\n# cpu = 8\n# mem = 16\n# ephemeral = 4\n# gpu = 1\n# ///\n"
+    "import torch\n"
+)
 
 
 def as_dict(obj) -> dict:

@@ -79,7 +79,8 @@ STANDIN = {
                 prepared = self.data_dir / cid / "prepared"
                 return Competition(cid, "Toy Regression", "Predict value.",
                                    Grader(grade_tie if cid == "toy-tie" else grade),
-                                   prepared / "private" / "test.csv", prepared / "public", prepared / "private")
+                                   prepared / "private" / "test.csv", prepared / "public",
+                                   prepared / "private")
 
         registry = Registry()
     """,

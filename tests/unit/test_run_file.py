@@ -33,7 +33,10 @@ def test_a_bad_value_in_a_section_or_in_an_override_is_rejected_at_load(tmp_path
 def test_a_section_is_typed_and_stays_partial_without_the_runners_environment(tmp_path, monkeypatch):
     # the environment is the service's to apply, in its own process, above the file
     monkeypatch.setenv("TREEGRPO_SAMPLER_MAX_CONCURRENT_GROUPS", "7")
-    text = '[sampler]\nbackend = "replay"\n[sampler.sampling]\ntemperature = 0.6\n[executor]\nmax_concurrency = 2\n'
+    text = (
+        '[sampler]\nbackend = "replay"\n[sampler.sampling]\ntemperature = 0.6\n'
+        "[executor]\nmax_concurrency = 2\n"
+    )
     rf = load_run_file(write(tmp_path, text))
     sampler = rf.service("sampler")
     assert isinstance(sampler, SamplerConfig) and isinstance(rf.service("executor"), ExecutorConfig)

@@ -149,7 +149,8 @@ class Bus:
         }
 
     async def publish(self, event: pb.Event) -> int:
-        """Publish and wait for the stream's ack; returns the stream sequence (of the original on a duplicate)."""
+        """Publish and wait for the stream's ack; returns the stream sequence (of the original on a
+        duplicate)."""
         ack = await self.js.publish(
             ev_mod.subject_of(event), ev_mod.encode(event), headers=self.headers_for(event)
         )

@@ -56,7 +56,9 @@ class TelemetrySettings(Section):
     )
     jsonl_path: str = Field(
         default="",
-        description="Also append finished spans to this file as OTLP/JSON lines (the collector's file format)",
+        description=(
+            "Also append finished spans to this file as OTLP/JSON lines (the collector's file format)"
+        ),
     )
     enabled: bool = Field(default=True, description="Create spans at all")
 
@@ -64,7 +66,10 @@ class TelemetrySettings(Section):
 class HealthSettings(Section):
     file: str = Field(
         default="",
-        description="Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json (set one per instance when several share a home)",
+        description=(
+            "Heartbeat file the probes read; empty = $TREEGRPO_HOME/health/<service>.json "
+            "(set one per instance when several share a home)"
+        ),
     )
     interval_s: float = Field(
         default=5.0, gt=0, description="Rewrite the heartbeat this often; a blocked event loop stops it"

@@ -52,7 +52,9 @@ class RunSpec(Settings):
     max_staleness: int = Field(
         default=0,
         ge=0,
-        description="0 = sync (round r+1 waits for the policy trained on r); k = sample up to k versions ahead",
+        description=(
+            "0 = sync (round r+1 waits for the policy trained on r); k = sample up to k versions ahead"
+        ),
     )
     resource_gate: bool = Field(
         default=True,

@@ -151,9 +151,8 @@ def _listing(folder: Path, depth: int) -> list[str]:
         if e.is_dir():
             inner = list(os.scandir(e.path))
             if len(inner) > MAX_LISTED and all(i.is_file() for i in inner):
-                out.append(
-                    f"{pad}{e.name}/ ({len(inner)} files{_suffixes(inner)}, e.g. {sorted(i.name for i in inner)[0]})"
-                )
+                first = sorted(i.name for i in inner)[0]
+                out.append(f"{pad}{e.name}/ ({len(inner)} files{_suffixes(inner)}, e.g. {first})")
             else:
                 out.append(f"{pad}{e.name}/")
                 out += _listing(Path(e.path), depth + 1) if depth < 3 else [f"{pad}    ..."]

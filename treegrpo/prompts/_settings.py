@@ -15,7 +15,10 @@ class PromptSettings(Section):
     )
     show_scores: bool = Field(
         default=False,
-        description="Show the parent's validation output score line in improve prompts (the seed's redesign removed shown scores)",
+        description=(
+            "Show the parent's validation output score line in improve prompts "
+            "(the seed's redesign removed shown scores)"
+        ),
     )
     template_dir: str = Field(
         default="",
@@ -23,7 +26,10 @@ class PromptSettings(Section):
     )
     task_roots: list[str] = Field(
         default_factory=list,
-        description="Roots holding <task>/description.md or <task>/prepared/public/; empty = $TREEGRPO_HOME/tasks/public",
+        description=(
+            "Roots holding <task>/description.md or <task>/prepared/public/; "
+            "empty = $TREEGRPO_HOME/tasks/public"
+        ),
     )
     time_limit_s: int = Field(default=600, ge=1, description="Wall-clock limit stated to the model")
     csv_head_lines: int = Field(

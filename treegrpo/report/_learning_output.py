@@ -112,4 +112,5 @@ def verdict_line(c: Comparison) -> str:
     d = c.pooled.difference
     ci = "–" if d.lo is None else f"[{d.lo:+.3f}, {d.hi:+.3f}]"
     diff = "–" if d.value is None else f"{d.value:+.3f}"
-    return f"verdict: {c.verdict}   difference {diff}   ci95 {ci}   (round 1 agreement {'ok' if c.round1.ok else 'NOT ok'})"
+    agreement = "ok" if c.round1.ok else "NOT ok"
+    return f"verdict: {c.verdict}   difference {diff}   ci95 {ci}   (round 1 agreement {agreement})"

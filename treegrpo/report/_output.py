@@ -132,13 +132,15 @@ def markdown(runs: Sequence[RunMetrics], plots: dict[str, str], gpus: int, estim
         "",
         "- crash rate: nodes with status `crashed` / all nodes; valid rate: status `ok` / all nodes.",
         "- improve keeps a valid parent valid: `improve` nodes whose parent (followed by `parent_id`, every "
-        "round incl. partial ones) is `ok`, counted `ok`; debug fixes its parent: `debug` nodes whose parent is "
-        "not `ok`, counted `ok`.",
-        "- GPU declared: a parsed `[tool.resources]` with gpu ≥ 1; GpuIdleError: `exc_type`; malformed: `decl_malformed`.",
-        f"- learning signal: a complete sibling group has a non-zero advantage under `{estimator}`; groups of a "
-        "round that stopped mid-group are listed as partial and not counted.",
-        f"- GPU-hours = Σ timing `total_s` × {gpus} GPU(s) / 3600; signal groups per GPU-hour counts the groups "
-        "that step trained on (the learner's `sibling_groups`, or for seed runs the round whose number is the step).",
+        "round incl. partial ones) is `ok`, counted `ok`; "
+        "debug fixes its parent: `debug` nodes whose parent is not `ok`, counted `ok`.",
+        "- GPU declared: a parsed `[tool.resources]` with gpu ≥ 1; GpuIdleError: `exc_type`; "
+        "malformed: `decl_malformed`.",
+        f"- learning signal: a complete sibling group has a non-zero advantage under `{estimator}`; "
+        "groups of a round that stopped mid-group are listed as partial and not counted.",
+        f"- GPU-hours = Σ timing `total_s` × {gpus} GPU(s) / 3600; "
+        "signal groups per GPU-hour counts the groups that step trained on "
+        "(the learner's `sibling_groups`, or for seed runs the round whose number is the step).",
         "- per-node step cost: median over steps of `total_s` / nodes that step trained on.",
         "",
     ]

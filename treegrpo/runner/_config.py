@@ -45,7 +45,10 @@ class RunnerSettings(Section):
     )
     attach: bool = Field(
         default=False,
-        description="Services are already running (compose, Kubernetes): only publish run.started, follow, export, report",
+        description=(
+            "Services are already running (compose, Kubernetes): "
+            "only publish run.started, follow, export, report"
+        ),
     )
     restart_services: bool = Field(
         default=True, description="Restart a service process that died (crash or kill)"
@@ -55,7 +58,10 @@ class RunnerSettings(Section):
     stuck_after_s: float = Field(
         default=300.0,
         ge=0,
-        description="Kill and restart a service whose heartbeat (event or consumer loop) is older than this; 0 = never",
+        description=(
+            "Kill and restart a service whose heartbeat (event or consumer loop) is older than this; "
+            "0 = never"
+        ),
     )
     timeout_s: float = Field(default=0.0, ge=0, description="Fail the run after this long (0 = no limit)")
     learner_idle_s: float = Field(
@@ -68,7 +74,9 @@ class RunnerSettings(Section):
     min_free_mb: float = Field(
         default=500.0,
         ge=0,
-        description="Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this",
+        description=(
+            "Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this"
+        ),
     )
     live: bool = Field(default=True, description="Live progress display (off: one line per round)")
 

@@ -60,7 +60,10 @@ def run(
     control: bool = typer.Option(
         False,
         "--control",
-        help="Then run a paired no-train control (same seed, tasks, prompts, tree; run id <id>-control) and report train − control with a verdict",
+        help=(
+            "Then run a paired no-train control (same seed, tasks, prompts, tree; "
+            "run id <id>-control) and report train − control with a verdict"
+        ),
     ),
     set_: list[str] = typer.Option(
         [], "--set", help="Override, e.g. --set run.rounds=3 --set sampler.sampling.temperature=0.8"

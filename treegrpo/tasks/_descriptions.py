@@ -150,4 +150,4 @@ id,label
 - **train/** - the training images, named by label: `cat.<n>.png` and `dog.<n>.png`
 - **test/** - the test images, named `<id>.png` with numeric ids 1..N
 - **sample_submission.csv** - a sample submission in the correct format
-"""
+"""  # noqa: E501 (the log-loss formula above is one line of the text the model reads)

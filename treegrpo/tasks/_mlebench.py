@@ -160,7 +160,8 @@ def read_competition(root: Path, competition: str, use_mlebench: bool | None = N
     spec = COMPETITIONS.get(competition)
     if spec is None:
         raise UnsupportedCompetition(
-            f"{competition} in {root}: {problem or mlebench_problem() or 'mlebench was not asked for'} and only "
+            f"{competition} in {root}: "
+            f"{problem or mlebench_problem() or 'mlebench was not asked for'} and only "
             f"{sorted(COMPETITIONS)} have built-in graders (a working mlebench install grades the rest)"
         )
     name = str(config.get("name") or competition)

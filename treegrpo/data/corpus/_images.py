@@ -98,7 +98,8 @@ SCORE = {
     ),
     "plant-mini": (
         "from sklearn.metrics import roc_auc_score",
-        "print(f\"Validation metric: {roc_auc_score(np.eye(4)[y_va], model.predict_proba(X_va), average='macro'):.5f}\")",
+        'print(f"Validation metric: '
+        "{roc_auc_score(np.eye(4)[y_va], model.predict_proba(X_va), average='macro'):.5f}\")",
     ),
     "dogscats-mini": (
         "from sklearn.metrics import log_loss",

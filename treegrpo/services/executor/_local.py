@@ -116,7 +116,8 @@ class LocalBackend:
         if not self.jailed:
             log.warning(
                 "local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
-                "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, keyrings are not filtered"
+                "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, "
+                "keyrings are not filtered"
             )
         log.info(
             "local sandbox: root=%s jailed=%s uid-drop=%s cgroups=%s disk=%s",

@@ -107,7 +107,8 @@ def inodes(lim: Limits, per_gib: int) -> int:
 def classify(
     run: Run, setup_err: str, exec_time: float, job: Job, cfg: ExecutorConfig
 ) -> tuple[Outcome, list[str]]:
-    """The outcome from the exit status, the kill reason and the kernel's counters; notes say which limit was hit."""
+    """The outcome from the exit status, the kill reason and the kernel's counters; notes say which
+    limit was hit."""
     text = run.buf.decode("utf-8", "replace")
     term = tail(text, cfg.tail_lines, cfg.tail_bytes)
     rc = run.proc.returncode

@@ -57,12 +57,18 @@ class CapSettings(Section):
     mem_gib: float = Field(
         default=64,
         gt=0,
-        description="Most GiB of memory: the node cgroup's limit (shmem and tmpfs included), RLIMIT_AS of CPU nodes, the pod memory limit",
+        description=(
+            "Most GiB of memory: the node cgroup's limit (shmem and tmpfs included), RLIMIT_AS of CPU nodes, "
+            "the pod memory limit"
+        ),
     )
     ephemeral_gib: float = Field(
         default=50,
         gt=0,
-        description="Most GiB of workspace disk: the node file system's size, per-file RLIMIT_FSIZE, the pod emptyDir sizeLimit",
+        description=(
+            "Most GiB of workspace disk: the node file system's size, per-file RLIMIT_FSIZE, "
+            "the pod emptyDir sizeLimit"
+        ),
     )
     nproc: int = Field(
         default=256,
@@ -82,7 +88,10 @@ class LocalSettings(Section):
     )
     keep_workspaces: bool = Field(
         default=False,
-        description="Keep a node's workspace after it ran (debugging): the host folder unjailed, the ext4 image of a loop disk (a tmpfs disk dies with the node)",
+        description=(
+            "Keep a node's workspace after it ran (debugging): the host folder unjailed, "
+            "the ext4 image of a loop disk (a tmpfs disk dies with the node)"
+        ),
     )
     sandbox_uid_base: int = Field(
         default=61000,
@@ -95,7 +104,10 @@ class LocalSettings(Section):
     )
     hidden_paths: list[str] = Field(
         default_factory=lambda: [str(treegrpo_home() / "tasks" / "private")],
-        description="Folders masked with an empty tmpfs inside the sandbox (answers); `prepared/private` under each public root is added",
+        description=(
+            "Folders masked with an empty tmpfs inside the sandbox (answers); "
+            "`prepared/private` under each public root is added"
+        ),
     )
     python: str = Field(
         default="",
@@ -103,7 +115,10 @@ class LocalSettings(Section):
     )
     jail_dir: str = Field(
         default="/mnt",
-        description="Existing folder the jail covers with a tmpfs to show the workspace at <jail_dir>/work (inside the jail only)",
+        description=(
+            "Existing folder the jail covers with a tmpfs to show the workspace at <jail_dir>/work "
+            "(inside the jail only)"
+        ),
     )
     disk_poll_s: float = Field(
         default=1.0,
@@ -112,12 +127,19 @@ class LocalSettings(Section):
     )
     disk: Literal["auto", "loop", "tmpfs"] = Field(
         default="auto",
-        description="A jailed node's file system (`ephemeral` bytes, `inodes_per_gib` inodes): `tmpfs` (RAM: the node's memory limit grows by it), `loop` (an ext4 image on the host's disk, loop-mounted), `auto`: tmpfs up to `tmpfs_max_gib`, loop above",
+        description=(
+            "A jailed node's file system (`ephemeral` bytes, `inodes_per_gib` inodes): `tmpfs` "
+            "(RAM: the node's memory limit grows by it), `loop` (an ext4 image on the host's disk, "
+            "loop-mounted), `auto`: tmpfs up to `tmpfs_max_gib`, loop above"
+        ),
     )
     tmpfs_max_gib: float = Field(
         default=4,
         ge=0,
-        description="With disk = auto: the largest `ephemeral` given a tmpfs (faster to make and tear down than a loop mount)",
+        description=(
+            "With disk = auto: the largest `ephemeral` given a tmpfs "
+            "(faster to make and tear down than a loop mount)"
+        ),
     )
     inodes_per_gib: int = Field(
         default=65536,
@@ -126,7 +148,10 @@ class LocalSettings(Section):
     )
     cgroups: bool = Field(
         default=True,
-        description="Put each node in its own cgroup (memory incl. shmem, cpuset, pids) when root; off: polling and rlimits only",
+        description=(
+            "Put each node in its own cgroup (memory incl. shmem, cpuset, pids) when root; "
+            "off: polling and rlimits only"
+        ),
     )
     cgroup_root: str = Field(
         default="/sys/fs/cgroup",
@@ -157,7 +182,9 @@ class K8sSettings(Section):
     )
     data_subpath: str = Field(
         default="{task}",
-        description="Folder of a task's public data inside the data volume; `{task}/prepared/public` for MLE-bench",
+        description=(
+            "Folder of a task's public data inside the data volume; `{task}/prepared/public` for MLE-bench"
+        ),
     )
     data_host_path: str = Field(
         default="/data/treegrpo/public", description="hostPath of the public data when no PVC is named"

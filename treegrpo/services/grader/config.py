@@ -42,11 +42,15 @@ class GraderConfig(ServiceSettings):
 
     tasks_home: str = Field(
         default="",
-        description="Folder holding tasks/public and tasks/private of the built-in tasks; empty = $TREEGRPO_HOME",
+        description=(
+            "Folder holding tasks/public and tasks/private of the built-in tasks; empty = $TREEGRPO_HOME"
+        ),
     )
     builtin_seed: int = Field(
         default=0,
-        description="Seed the built-in tasks are generated from (the executor must see the same public files)",
+        description=(
+            "Seed the built-in tasks are generated from (the executor must see the same public files)"
+        ),
     )
     prepare_builtins: bool = Field(
         default=True, description="Generate the built-in tasks at start-up rather than on the first node"

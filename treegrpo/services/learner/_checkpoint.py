@@ -152,7 +152,10 @@ def verify(path: Path) -> str:
         if not f.is_file():
             return f"{path.name}: {rel} is missing"
         if f.stat().st_size != want["bytes"]:
-            return f"{path.name}: {rel} has {f.stat().st_size} bytes, the manifest says {want['bytes']} (truncated?)"
+            return (
+                f"{path.name}: {rel} has {f.stat().st_size} bytes, "
+                f"the manifest says {want['bytes']} (truncated?)"
+            )
         if file_sha256(f) != want["sha256"]:
             return f"{path.name}: {rel} does not match its sha256 in the manifest (overwritten?)"
     try:

@@ -106,7 +106,8 @@ def pack(seqs: Sequence[SeqSpec], budget: int) -> list[MicroBatch]:
 
 
 def plan_rows(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Bins of similar-length sequences with rows x longest <= budget (longest first, so padding stays small)."""
+    """Bins of similar-length sequences with rows x longest <= budget (longest first, so padding stays
+    small)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     bins: list[list[int]] = []
     for i in order:

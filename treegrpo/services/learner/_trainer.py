@@ -286,12 +286,12 @@ class PolicyTrainer:
                 for i, p_part in zip(idx, torch.split(p.cpu(), mb.response_lens), strict=True)
             ]
         ).to(dev)
-        per_row = lambda f: torch.cat(
-            [
-                torch.full((n,), f(i), dtype=torch.float32)  # noqa: E731
-                for i, n in zip(idx, mb.response_lens, strict=True)
-            ]
-        ).to(dev)
+
+        def per_row(f) -> torch.Tensor:
+            """One value per sample, repeated over that sample's response tokens."""
+            lens = zip(idx, mb.response_lens, strict=True)
+            return torch.cat([torch.full((n,), f(i), dtype=torch.float32) for i, n in lens]).to(dev)
+
         adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
         r = rows(ref) if ref is not None else None
         loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r)

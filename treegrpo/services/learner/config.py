@@ -38,7 +38,10 @@ class LearnerConfig(ServiceSettings):
 
     model: str = Field(
         default="",
-        description="Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small (built by `treegrpo model init`)",
+        description=(
+            "Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small "
+            "(built by `treegrpo model init`)"
+        ),
     )
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape")
     lr: float = Field(default=1e-5, gt=0, description="AdamW learning rate")
@@ -71,7 +74,10 @@ class LearnerConfig(ServiceSettings):
     )
     recompute_proximal: Literal["auto", "always"] = Field(
         default="auto",
-        description="auto: with one optimizer step per batch the proximal logprobs equal the training forward's (detached), so the old_log_prob pass is skipped",
+        description=(
+            "auto: with one optimizer step per batch the proximal logprobs equal the training forward's "
+            "(detached), so the old_log_prob pass is skipped"
+        ),
     )
     groups_per_step: int = Field(
         default=0, ge=0, description="Groups per step; 0 = tasks x expansions (sync: one step per round)"
@@ -89,7 +95,11 @@ class LearnerConfig(ServiceSettings):
     device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1 (one rank; see devices)")
     devices: list[str] = Field(
         default_factory=list,
-        description='One device per data-parallel rank, e.g. ["cuda:0", "cuda:1"]: the base and adapter are sharded (FSDP2) and each step\'s sequences split by tokens; empty or one entry = one rank, unsharded (the default)',
+        description=(
+            'One device per data-parallel rank, e.g. ["cuda:0", "cuda:1"]: '
+            "the base and adapter are sharded (FSDP2) and each step's sequences split by tokens; "
+            "empty or one entry = one rank, unsharded (the default)"
+        ),
     )
     dist_timeout_s: float = Field(
         default=600.0,
@@ -114,7 +124,10 @@ class LearnerConfig(ServiceSettings):
     expect_loaded: int = Field(
         default=-1,
         ge=-1,
-        description="policy.loaded confirmations to wait for per version; -1 = one per sampler endpoint (0 with no push)",
+        description=(
+            "policy.loaded confirmations to wait for per version; -1 = one per sampler endpoint "
+            "(0 with no push)"
+        ),
     )
     push_timeout_s: float = Field(default=120.0, gt=0, description="One push's deadline (transfer + load)")
     loaded_timeout_s: float = Field(
@@ -132,7 +145,10 @@ class LearnerConfig(ServiceSettings):
     )
     run_id: str = Field(
         default="",
-        description="Train only this run (its own durable consumer, filtered to its subjects); empty = the first open run seen, one at a time",
+        description=(
+            "Train only this run (its own durable consumer, filtered to its subjects); "
+            "empty = the first open run seen, one at a time"
+        ),
     )
     ack_wait_s: float = Field(
         default=60.0, gt=0, description="A crashed learner's unacked groups are redelivered after this long"

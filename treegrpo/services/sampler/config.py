@@ -63,7 +63,10 @@ class VllmSettings(Section):
     )
     gdn_prefill_backend: Literal["", "triton", "flashinfer"] = Field(
         default="",
-        description="Qwen3.5 gated-delta-net prefill kernels; 'triton' when FlashInfer is not installed ('' = vLLM's choice)",
+        description=(
+            "Qwen3.5 gated-delta-net prefill kernels; 'triton' when FlashInfer is not installed "
+            "('' = vLLM's choice)"
+        ),
     )
 
 
@@ -89,11 +92,17 @@ class OpenAISettings(Section):
     retry_backoff_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each retry")
     token_ids: Literal["required", "optional"] = Field(
         default="required",
-        description="required: fail if the server cannot give token ids/logprobs (training); optional: probe-only servers",
+        description=(
+            "required: fail if the server cannot give token ids/logprobs (training); "
+            "optional: probe-only servers"
+        ),
     )
     top_k: int | None = Field(
         default=-1,
-        description="top_k sent with each request (-1 = off, overriding checkpoint defaults); None = not sent, for strict-OpenAI servers",
+        description=(
+            "top_k sent with each request (-1 = off, overriding checkpoint defaults); "
+            "None = not sent, for strict-OpenAI servers"
+        ),
     )
     lora_name_prefix: str = Field(
         default="policy",
@@ -101,7 +110,10 @@ class OpenAISettings(Section):
     )
     server_adapter_root: str = Field(
         default="",
-        description="Folder under which the SERVER sees adapter folders (shared volume); empty = the sampler's own path",
+        description=(
+            "Folder under which the SERVER sees adapter folders (shared volume); "
+            "empty = the sampler's own path"
+        ),
     )
 
 
@@ -125,7 +137,9 @@ class GrpcSettings(Section):
     )
     address_file: str = Field(
         default="",
-        description="Write the bound host:port here for the learner; empty = $TREEGRPO_HOME/sampler/<instance>.grpc",
+        description=(
+            "Write the bound host:port here for the learner; empty = $TREEGRPO_HOME/sampler/<instance>.grpc"
+        ),
     )
     max_adapter_bytes: int = Field(
         default=4 << 30, ge=1, description="Refuse pushes announcing more than this"
@@ -145,7 +159,10 @@ class GrpcSettings(Section):
 class ReplaySettings(Section):
     source_dir: str = Field(
         default="",
-        description="Folder of completions served instead of sampling: *.py files (wrapped in a python fence) or *.txt/*.md raw completions, chosen by the seeded RNG",
+        description=(
+            "Folder of completions served instead of sampling: *.py files "
+            "(wrapped in a python fence) or *.txt/*.md raw completions, chosen by the seeded RNG"
+        ),
     )
     delay_s: float = Field(
         default=0.0,
@@ -163,7 +180,9 @@ class SamplerConfig(ServiceSettings):
 
     backend: Literal["hf", "vllm", "openai", "replay"] = Field(
         default="hf",
-        description="Model backend (replay: fixed completions scored under the hf model, for load and overlap tests)",
+        description=(
+            "Model backend (replay: fixed completions scored under the hf model, for load and overlap tests)"
+        ),
     )
     model: str = Field(
         default="",

@@ -68,7 +68,8 @@ class Expansion:
 
 
 def version_allows(round_: int, loaded_version: int, spec: RunSpec) -> bool:
-    """Round r (1-based) is sampled only with version >= r - 1 - max_staleness; never wait without training."""
+    """Round r (1-based) is sampled only with version >= r - 1 - max_staleness; never wait without
+    training."""
     return (not spec.train) or loaded_version >= round_ - 1 - spec.max_staleness
 
 

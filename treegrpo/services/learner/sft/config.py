@@ -15,7 +15,10 @@ from treegrpo.services.learner.config import LoraSettings
 class CorpusSettings(Section):
     path: str = Field(
         default="",
-        description="Seed corpus folder (manifest.json + <task>/*.py); empty = the one shipped in the package (treegrpo/data/corpus)",
+        description=(
+            "Seed corpus folder (manifest.json + <task>/*.py); empty = the one shipped in the package "
+            "(treegrpo/data/corpus)"
+        ),
     )
     tasks: list[str] = Field(
         default_factory=list, description="Only these tasks; empty = every task in the manifest"
@@ -29,7 +32,11 @@ class CorpusSettings(Section):
     improve_parents: int = Field(
         default=0,
         ge=0,
-        description="Instead of improve_per_script: this many parents per task (spread over scores), each with improve_children strictly better scripts; siblings share the parent's prompt, so it is forwarded once (see share_prompts)",
+        description=(
+            "Instead of improve_per_script: this many parents per task (spread over scores), "
+            "each with improve_children strictly better scripts; siblings share the parent's prompt, "
+            "so it is forwarded once (see share_prompts)"
+        ),
     )
     improve_children: int = Field(default=4, ge=1, description="Children per parent when improve_parents > 0")
     debug: bool = Field(
@@ -42,7 +49,10 @@ class CorpusSettings(Section):
     valid_per_task: int = Field(
         default=0,
         ge=0,
-        description="Use at most this many valid scripts per task, spread evenly over their verified scores (0 = all); debug pairs follow the kept ones",
+        description=(
+            "Use at most this many valid scripts per task, spread evenly over their verified scores "
+            "(0 = all); debug pairs follow the kept ones"
+        ),
     )
     draft_repeats: int = Field(
         default=1,
@@ -58,7 +68,10 @@ class ArchiveSettings(Section):
     )
     select: Literal["best-per-group", "top-k"] = Field(
         default="best-per-group",
-        description="best-per-group: the highest-reward valid node of each sibling group; top-k: the k highest-reward valid nodes of each task",
+        description=(
+            "best-per-group: the highest-reward valid node of each sibling group; "
+            "top-k: the k highest-reward valid nodes of each task"
+        ),
     )
     top_k: int = Field(default=16, ge=1, description="k of top-k, per run and task")
     min_reward: float | None = Field(
@@ -84,12 +97,18 @@ class SftConfig(Settings):
     lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape when method = lora")
     merge_lora: bool = Field(
         default=True,
-        description="lora: merge the adapter into a full model folder (usable as a new base); false writes the adapter only",
+        description=(
+            "lora: merge the adapter into a full model folder (usable as a new base); "
+            "false writes the adapter only"
+        ),
     )
     lr: float = Field(
         default=2e-3,
         gt=0,
-        description="Peak AdamW learning rate (full fine-tuning of a small model wants ~1e-3; LoRA of a large one ~1e-4)",
+        description=(
+            "Peak AdamW learning rate (full fine-tuning of a small model wants ~1e-3; "
+            "LoRA of a large one ~1e-4)"
+        ),
     )
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")
     warmup_steps: int = Field(
@@ -125,7 +144,10 @@ class SftConfig(Settings):
     torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
     share_prompts: bool = Field(
         default=True,
-        description="Pairs with one prompt (a task's drafts) forward it once per batch, its KV cache repeated over the completions; false packs every pair whole (and so does gradient_checkpointing)",
+        description=(
+            "Pairs with one prompt (a task's drafts) forward it once per batch, its KV cache repeated over "
+            "the completions; false packs every pair whole (and so does gradient_checkpointing)"
+        ),
     )
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in backward (large models)"

@@ -1,12 +1,13 @@
 """The `hf` backend: transformers + peft on one device, the embedded default on CPU.
 
 The G siblings of a group share one prompt, so one `generate` call on the prompt repeated G times
-samples the whole group without padding, after one prefill of the prompt whose KV cache is shared. The behaviour logprob of each sampled token comes from
-the raw logits (`output_logits=True`, log_softmax, gather), not from the processed scores that
-temperature / top-p / EOS masking change. Adapters are hot-swapped in place: each version is
-loaded under its own adapter name, made active, and the previous one deleted. Generation and
-swaps run in a worker thread under one lock, so the event loop keeps heartbeating and a group is
-never sampled half with one version and half with another.
+samples the whole group without padding, after one prefill of the prompt whose KV cache is shared.
+The behaviour logprob of each sampled token comes from the raw logits (`output_logits=True`,
+log_softmax, gather), not from the processed scores that temperature / top-p / EOS masking change.
+Adapters are hot-swapped in place: each version is loaded under its own adapter name, made active,
+and the previous one deleted. Generation and swaps run in a worker thread under one lock, so the
+event loop keeps heartbeating and a group is never sampled half with one version and half with
+another.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ sampler did not ask for (we also send `top_k`, configurable).
 
 New policy versions go through `POST /v1/load_lora_adapter` (the server needs
 `--enable-lora --max-lora-rank R` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`), each under a new
-name `<prefix>-v<version>-<instance>-<n>` (the instance tag keeps a restarted sampler from
-colliding with names a long-running server already holds), and requests name that adapter as their `model`. The adapter
-folder must be readable by the server at the path given (same machine or a shared volume;
-`server_adapter_root` rewrites the parent folder). Retired adapters are unloaded once their last
-request is done. With `--no-train` no adapter is ever loaded: version 0, the server's model.
+name `<prefix>-v<version>-<instance>-<n>` (the instance tag keeps a restarted sampler from colliding
+with names a long-running server already holds), and requests name that adapter as their `model`.
+The adapter folder must be readable by the server at the path given (same machine or a shared
+volume; `server_adapter_root` rewrites the parent folder). Retired adapters are unloaded once their
+last request is done. With `--no-train` no adapter is ever loaded: version 0, the server's model.
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ class OpenAIBackend:
             )
             if resp.status_code != 200:
                 raise ValueError(
-                    f"server refused adapter v{version} ({server_path}): HTTP {resp.status_code}: {resp.text[:500]}"
+                    f"server refused adapter v{version} ({server_path}): "
+                    f"HTTP {resp.status_code}: {resp.text[:500]}"
                 )
             old, self._adapter, self._version = self._adapter, name, version
             if old is not None:
