@@ -119,6 +119,8 @@ class VllmBackend:
             args["language_model_only"] = True
         if s.gdn_prefill_backend:
             args["gdn_prefill_backend"] = s.gdn_prefill_backend
+        if s.kv_cache_dtype != "auto":
+            args["kv_cache_dtype"] = s.kv_cache_dtype
         return args
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
