@@ -4,11 +4,12 @@
 // loaded at run time (no generated code, no Python). For every message it checks that the payload
 // decodes as a treegrpo.v1.Event with exactly one body, that the subject's kind names that body,
 // that the envelope belongs to the run and its id is the subject's (sent as Nats-Msg-Id), and that
-// the headers carry a W3C traceparent. Prints a JSON summary; exits 1 on any failure.
+// the headers carry a W3C traceparent. With --traces DIR it also reads the run's trace files
+// (runs/<run>/traces/*.jsonl) as OTLP/JSON lines. Prints a JSON summary; exits 1 on any failure.
 //
 //   node read_stream.mjs --run <run_id> [--server nats://127.0.0.1:4222] [--proto-dir DIR]
-//                        [--stream TREEGRPO] [--timeout-s 30]
-import { readdirSync } from "node:fs";
+//                        [--stream TREEGRPO] [--timeout-s 30] [--traces runs/<run_id>/traces]
+import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -33,6 +34,7 @@ function options() {
       "proto-dir": { type: "string", default: resolve(HERE, "../../proto/treegrpo/v1") },
       stream: { type: "string", default: "TREEGRPO" },
       "timeout-s": { type: "string", default: "30" },
+      traces: { type: "string" },
     },
   });
   if (!values.run) throw new Error("--run <run_id> is required");
@@ -89,7 +91,7 @@ function check(m, schema, run) {
   }
   const env = event.envelope ?? {};
   if (!event.body) problems.push("event has no body");
-  else if (field && event.body !== field) problems.push(`subject kind ${wireKind} carries body ${event.body}`);
+  else if (field && event.body !== field) problems.push(`subject kind ${wireKind} carries ${event.body}`);
   if (env.run_id !== run) problems.push(`envelope run_id ${env.run_id} is not ${run}`);
   if (env.schema_version !== SCHEMA_VERSION) problems.push(`schema_version ${env.schema_version}`);
   if (`${SUBJECT_ROOT}.${env.event_id}` !== m.subject) problems.push(`event_id ${env.event_id} != subject`);
@@ -97,6 +99,57 @@ function check(m, schema, run) {
   if (msgId !== env.event_id) problems.push(`Nats-Msg-Id ${msgId} != event_id ${env.event_id}`);
   if (!env.producer) problems.push("envelope has no producer");
   return { kind: wireKind, problems };
+}
+
+// The OTLP/JSON encoding rules a reader outside Python relies on (the OpenTelemetry file exporter's
+// format; the schema itself is checked against opentelemetry-proto by the Python tests): the
+// resourceSpans/scopeSpans nesting, hex ids, 64-bit times as decimal strings (a JSON number above
+// 2^53 loses digits in JavaScript), span kind and status as the enums' integers, no unknown keys.
+const SPAN_KEYS = new Set(["traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind",
+  "startTimeUnixNano", "endTimeUnixNano", "attributes", "droppedAttributesCount", "events",
+  "droppedEventsCount", "links", "droppedLinksCount", "status"]);
+
+function spanProblems(span) {
+  const problems = Object.keys(span).filter((k) => !SPAN_KEYS.has(k)).map((k) => `unknown span key ${k}`);
+  if (!/^(?!0{32})[0-9a-f]{32}$/.test(span.traceId)) problems.push(`traceId ${span.traceId}`);
+  if (!/^(?!0{16})[0-9a-f]{16}$/.test(span.spanId)) problems.push(`spanId ${span.spanId}`);
+  if (span.parentSpanId && !/^[0-9a-f]{16}$/.test(span.parentSpanId)) problems.push("parentSpanId");
+  if (!span.name) problems.push("span has no name");
+  if (!Number.isInteger(span.kind ?? 0) || span.kind < 0 || span.kind > 5) problems.push(`kind ${span.kind}`);
+  const times = [span.startTimeUnixNano, span.endTimeUnixNano];
+  const int64 = (t) => typeof t === "string" && /^\d+$/.test(t); // a number would pass the regex
+  if (!times.every(int64)) problems.push("times are not int64 decimal strings");
+  else if (BigInt(times[1]) < BigInt(times[0])) problems.push("span ends before it starts");
+  if (span.status?.code !== undefined && ![0, 1, 2].includes(span.status.code)) problems.push("status.code");
+  return problems;
+}
+
+function readTraces(dir, summary) {
+  const out = (summary.traces = { files: 0, spans: 0, services: [] });
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".jsonl")).sort()) {
+    out.files += 1;
+    readFileSync(join(dir, file), "utf8").split("\n").forEach((line, i) => {
+      if (!line.trim()) return;
+      const fail = (error) => summary.failures.push({ trace_file: file, line: i + 1, error });
+      let doc;
+      try {
+        doc = JSON.parse(line);
+      } catch (err) {
+        return fail(`not JSON: ${err.message}`);
+      }
+      if (!Array.isArray(doc.resourceSpans)) return fail("no resourceSpans");
+      for (const rs of doc.resourceSpans) {
+        const name = rs.resource?.attributes?.find((a) => a.key === "service.name")?.value?.stringValue;
+        if (name && !out.services.includes(name)) out.services.push(name);
+        if (!Array.isArray(rs.scopeSpans)) fail("resourceSpans without scopeSpans");
+        for (const span of (rs.scopeSpans ?? []).flatMap((ss) => ss.spans ?? [])) {
+          out.spans += 1;
+          spanProblems(span).forEach(fail);
+        }
+      }
+    });
+  }
+  if (out.spans === 0) summary.failures.push({ error: `no spans in ${dir}` });
 }
 
 async function main() {
@@ -120,7 +173,8 @@ async function main() {
     clearTimeout(deadline);
     await nc.close();
   }
-  if (summary.events === 0) summary.failures.push({ error: `no events of run ${opts.run} on ${opts.stream}` });
+  if (summary.events === 0) summary.failures.push({ error: `no events of ${opts.run} on ${opts.stream}` });
+  if (opts.traces) readTraces(opts.traces, summary);
   finish(summary);
 }
 

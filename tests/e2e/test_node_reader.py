@@ -63,9 +63,10 @@ def installed_client() -> Path:
     return home / "read_stream.mjs"
 
 
-def read_with_node(script: Path, url: str, run_id: str) -> tuple[int, dict]:
+def read_with_node(script: Path, url: str, run_id: str, *args: str) -> tuple[int, dict]:
+    proto_dir = str(ROOT / "proto" / "treegrpo" / "v1")
     proc = subprocess.run(
-        [NODE, str(script), "--run", run_id, "--server", url, "--proto-dir", str(ROOT / "proto/treegrpo/v1")],
+        [NODE, str(script), "--run", run_id, "--server", url, "--proto-dir", proto_dir, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -84,11 +85,12 @@ def test_node_client_decodes_every_event_of_a_real_run_from_the_proto_files_alon
     )
     assert proc.wait(540) == 0, (home / "run.log").read_text()[-4000:]
     (run_id,) = run_ids(home)
+    traces = home / "runs" / run_id / "traces"
 
     server = EmbeddedNats(home / "nats" / "data").start()  # the run's own store, its server stopped
     try:
         python_side = read_log(home, run_id, url=server.url)
-        rc, summary = read_with_node(script, server.url, run_id)
+        rc, summary = read_with_node(script, server.url, run_id, "--traces", str(traces))
     finally:
         server.stop()
 
@@ -97,12 +99,15 @@ def test_node_client_decodes_every_event_of_a_real_run_from_the_proto_files_alon
     assert summary["events"] == summary["traced"] == sum(python_side.counts.values())
     assert set(summary["kinds"]) == RUN_KINDS, f"the run published {sorted(summary['kinds'])}"
 
-    spans = load_spans(home / "runs" / run_id)  # every line parsed by the official OTLP definitions
-    assert {s["service"] for s in spans.values()} >= {"sampler", "executor", "grader", "learner"}
+    # the trace files: OTLP/JSON as a JavaScript reader needs it, and as opentelemetry-proto parses it
+    spans = load_spans(home / "runs" / run_id)
+    assert set(summary["traces"]["services"]) >= {"sampler", "executor", "grader", "learner"}
+    assert summary["traces"]["spans"] == len(spans) > 0
 
 
-def test_node_client_reports_an_undecodable_event_and_a_missing_traceparent(nats_server, tmp_path):
-    """The reader can fail: garbage under a run's subject, published without trace context."""
+def test_node_client_reports_garbage_a_missing_traceparent_and_a_flat_trace_file(nats_server, tmp_path):
+    """The reader can fail: garbage under a run's subject, published without trace context, and
+    a trace file in the flat format written before OTLP/JSON (nanoseconds as JSON numbers)."""
     script = installed_client()
 
     async def publish() -> None:
@@ -113,7 +118,12 @@ def test_node_client_reports_an_undecodable_event_and_a_missing_traceparent(nats
         await bus.close(2)
 
     asyncio.run(publish())
-    rc, summary = read_with_node(script, nats_server.url, "r1")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    flat = {"name": "sampler r1 node.sampled", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+    (traces / "sampler.jsonl").write_text(json.dumps({**flat, "start_ns": 1796105724539196965}) + "\n")
+    rc, summary = read_with_node(script, nats_server.url, "r1", "--traces", str(traces))
     assert rc == 1 and summary["events"] == 2 and summary["traced"] == 1
     errors = [f["error"] for f in summary["failures"]]
     assert any("does not decode" in e for e in errors) and any("traceparent" in e for e in errors), errors
+    assert {"trace_file": "sampler.jsonl", "line": 1, "error": "no resourceSpans"} in summary["failures"]
