@@ -87,3 +87,22 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path):
     (tmp_path / ".tmp-step_000002-999").mkdir()  # what a kill during the next save leaves behind
     (tmp_path / ".tmp-step_000002-999" / "state.json").write_text("{truncated")
     assert ckpt.latest(tmp_path).name == "step_000001"
+
+
+def test_lora_dropout_acts_in_the_update_and_never_in_scoring():
+    """The update runs in train mode (dropout on, whatever mode the model was loaded in), the
+    logprobs that score behaviour, proximal and reference policies in eval mode (deterministic)."""
+    model = wrap_lora(tiny_qwen3(seed=0), LoraSettings(r=8, alpha=16, dropout=0.5))
+    model.eval()  # as from_pretrained returns it
+    trainer = PolicyTrainer(model, TrainerSettings(lr=1e-2, mini_batches=2))
+    seen: list[bool] = []
+    dropouts = [m for n, m in model.named_modules() if n.endswith("lora_dropout.default")]
+    assert dropouts, "no LoRA dropout module: the test would not test anything"
+    dropouts[0].register_forward_hook(lambda mod, args, out: seen.append(mod.training))
+    first = trainer.logprobs([SeqSpec(PROMPT, ARMS[0])])[0]
+    assert torch.equal(first, trainer.logprobs([SeqSpec(PROMPT, ARMS[0])])[0])  # no dropout noise
+    assert seen and not any(seen)
+    seen.clear()
+    trainer.step(group(trainer, [1.0, 0.0, 0.0, 0.0]))
+    assert True in seen  # the update's forward passes ran with dropout active
+    assert not model.training  # handed back in the mode it came in

@@ -155,13 +155,24 @@ class PolicyTrainer:
         if self.world > 1:
             dist.barrier(group=self.ranks.control)
 
+    @contextlib.contextmanager
+    def _mode(self, training: bool):
+        """Train mode for the update, eval mode for scoring, whatever mode the model came in:
+        transformers and peft enable dropout (and layer checkpointing) only in train mode."""
+        was = self.model.training
+        self.model.train(training)
+        try:
+            yield
+        finally:
+            self.model.train(was)
+
     @torch.no_grad()
     def logprobs(self, seqs: Sequence[SeqSpec], adapter: bool = True) -> list[torch.Tensor]:
         """Per-sequence response logprobs (CPU float32) under the policy, or the base without adapter."""
         out: list[torch.Tensor | None] = [None] * len(seqs)
         mine, mbs = self._share(seqs, list(range(len(seqs))))
         ctx = contextlib.nullcontext() if adapter else adapter_disabled(self.model)
-        with ctx:
+        with ctx, self._mode(training=False):  # the policy's own distribution: no dropout
             for mb in mbs:
                 logp, _ = self.forward((mb or dd.dummy()).to(self.device))
                 for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens) if mb else ()):
@@ -237,9 +248,10 @@ class PolicyTrainer:
     def _update(self, samples, seqs, active, prox, ref) -> dict[str, float]:
         acc: dict[str, list[float]] = defaultdict(list)
         chunks = _split(list(range(len(samples))), self.cfg.mini_batches)
-        for _epoch in range(self.cfg.ppo_epochs):
-            for members in chunks:
-                self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
+        with self._mode(training=True):  # LoRA dropout (if set) and gradient checkpointing act here
+            for _epoch in range(self.cfg.ppo_epochs):
+                for members in chunks:
+                    self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
         if self.world > 1:  # each rank saw its own micro-batches: pool them (loss is already global)
             acc = dd.pool_metrics(acc, self.ranks, keep=("loss", "grad_norm"))
         return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
