@@ -9,7 +9,7 @@ import os
 import pytest
 
 from treegrpo import events as ev
-from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError, TransientError
+from treegrpo.bus import Bus, Consumer, ConsumerOptions, Deferred, PermanentError, TransientError
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
@@ -112,6 +112,25 @@ async def test_transient_errors_are_retried_and_permanent_ones_dead_lettered(bus
     await asyncio.sleep(0.3)
     assert attempts["n0001"] == 3 and attempts["n0002"] == 1
     assert consumer.dead_lettered == 1
+
+
+async def test_a_deferred_message_waits_past_max_deliver_and_is_never_dead_lettered(bus):
+    """An unscoped learner busy with another run defers that run's groups: however long the wait,
+    they are redelivered, not dead-lettered (a TransientError would be after max_deliver)."""
+    await bus.publish(sampled("r1", 1))
+    attempts = []
+
+    async def busy_then_free(event, delivery):
+        attempts.append(delivery.num_delivered)
+        if len(attempts) <= 5:
+            raise Deferred("busy with another run", delay_s=0.05)
+
+    opts = ConsumerOptions(max_deliver=2)
+    seen, consumer = await consume_until(
+        bus, "c-defer", [Kind.NODE_SAMPLED], 1, handler=busy_then_free, opts=opts
+    )
+    assert len(attempts) == 6 and attempts[-1] == 6  # five deferrals past max_deliver = 2, then handled
+    assert consumer.dead_lettered == 0 and consumer.deferred == 5 and consumer.errors == 0
 
 
 async def test_object_store_round_trips_a_50mb_blob(bus, tmp_path):

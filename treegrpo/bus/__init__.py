@@ -11,7 +11,7 @@ from treegrpo.bus._client import (
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
-from treegrpo.bus._errors import BusUnavailable, PermanentError, TransientError
+from treegrpo.bus._errors import BusUnavailable, Deferred, PermanentError, TransientError
 
 __all__ = [
     "ADAPTERS",
@@ -25,6 +25,7 @@ __all__ = [
     "ConsumerOptions",
     "Delivery",
     "Handler",
+    "Deferred",
     "PermanentError",
     "RunEnds",
     "TransientError",

@@ -24,7 +24,7 @@ from opentelemetry import trace
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._client import DLQ_ROOT, STREAM, Bus
-from treegrpo.bus._errors import PermanentError, TransientError
+from treegrpo.bus._errors import Deferred, PermanentError, TransientError
 from treegrpo.telemetry import context_from_headers
 from treegrpo.v1 import events_pb2 as pb
 
@@ -77,6 +77,7 @@ class Consumer:
         self._working: dict[int, tuple[float, object]] = {}  # id(msg) -> (start, msg), for heartbeats
         self.processed = 0
         self.dead_lettered = 0
+        self.deferred = 0  # messages handed back to wait (Deferred): not failures
         self.errors = 0  # handler failures (retried or dead-lettered): the heartbeat shows them
         self.last_error = ""
         self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
@@ -229,6 +230,10 @@ class Consumer:
             if span is not None:
                 span.set_status(trace.StatusCode.ERROR, exc.reason)
             await self._dead_letter(msg, delivery, exc.reason, run_id=event.envelope.run_id)
+            return
+        except Deferred as exc:  # waiting is not failing: no error, no delivery budget spent
+            self.deferred += 1
+            await msg.nak(delay=exc.delay_s)
             return
         except TransientError as exc:
             await self._retry(msg, event, delivery, exc.reason, exc.delay_s)

@@ -12,6 +12,12 @@ class TransientError(Exception):
         self.delay_s = delay_s
 
 
+class Deferred(TransientError):
+    """Not a failure: the message must wait for something else to finish first (an unscoped
+    learner busy with another run). Nak'ed with `delay_s` and redelivered for as long as it takes:
+    a deferral never counts toward `max_deliver`, so a waiting run's facts are never dead-lettered."""
+
+
 class PermanentError(Exception):
     """Retrying cannot help: the message is term'ed and dead-lettered with the reason."""
 

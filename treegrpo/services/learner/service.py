@@ -16,7 +16,7 @@ import time
 
 from opentelemetry import trace
 
-from treegrpo.bus import ConsumerOptions, Delivery, TransientError
+from treegrpo.bus import ConsumerOptions, Deferred, Delivery, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
@@ -138,7 +138,8 @@ class LearnerService(Service):
         async with self._opening:
             if self.active is not None:
                 if self.active.run_id != run_id:
-                    raise TransientError(f"learner is busy with run {self.active.run_id}", 30.0)
+                    # one run at a time: the other run's groups wait (never dead-lettered for it)
+                    raise Deferred(f"learner is busy with run {self.active.run_id}", 30.0)
                 return self.active
             started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
             if started is None:
