@@ -114,6 +114,32 @@ async def test_damaged_newest_checkpoint_falls_back_and_none_good_stops_for_good
     assert time.monotonic() - started < 120
 
 
+async def test_another_runs_checkpoints_in_a_shared_folder_stop_the_learner_instead_of_being_adopted(
+    bus, nats_server, tmp_path
+):
+    model = save_tiny(tmp_path / "model")
+    await start_run(bus, run_spec("own1", ["t"], expansions=2, group_size=3, max_staleness=50))
+    await scored_group(bus, "own1", "t", 1, 0, [1.0, 0.0, 0.5])
+    first = spawn(nats_server.url, model, tmp_path, "own1.log", "own1")
+    try:
+        await trained(bus, "own1", 1, 150)
+    finally:
+        stop(first)
+    await start_run(bus, run_spec("other1", ["t"], expansions=2, group_size=3, max_staleness=50))
+    await scored_group(bus, "other1", "t", 1, 0, [1.0, 0.0, 0.5])
+    second = spawn(nats_server.url, model, tmp_path, "other1.log", "other1")  # same checkpoint_dir
+    try:
+        code = second.wait(120)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    log = (tmp_path / "other1.log").read_text()
+    assert code == EXIT_PERMANENT, log[-3000:]
+    assert "holds run 'own1'" in log
+    assert await learner_steps(bus, "other1") == []  # nothing trained from the wrong weights
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("step_*")) == ["step_000001"]  # untouched
+
+
 async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, nats_server, tmp_path):
     model = save_tiny(tmp_path / "model")
     await start_run(bus, run_spec("nf1", ["t"], expansions=2, group_size=3, max_staleness=50))

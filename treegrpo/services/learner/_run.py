@@ -115,6 +115,13 @@ class RunLearner:
         trainer_state = None
         if path is not None:
             state, trainer_state, adapter = ckpt.load(path)
+            if state.run_id and state.run_id != self.run_id:
+                # a checkpoint_dir shared by runs: adopting it would start this run from another
+                # run's weights, and pruning would delete that run's checkpoints
+                raise ckpt.CheckpointError(
+                    f"{self.ckpt_dir} holds run {state.run_id!r}'s checkpoints, not {self.run_id!r}'s: "
+                    "leave learner.checkpoint_dir empty (one folder per run) or give each run its own"
+                )
             await asyncio.to_thread(self.trainer.load_adapter, adapter)
             self._adopt(state)
         pub = await self._latest_published()
