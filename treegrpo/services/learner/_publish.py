@@ -45,11 +45,14 @@ def adapter_key(run_id: str, version: int) -> str:
     return f"{run_id}/v{version}.tar"
 
 
-def write_archive(model, extra: dict, dest: Path) -> Path:
-    """Tar of the adapter folder (files at the tar's root) with the learner's state beside it."""
+def write_archive(model, extra: dict, dest: Path, dtype: str = "float32") -> Path:
+    """Tar of the adapter folder (files at the tar's root) with the learner's state beside it; the
+    adapter's floating tensors in `dtype` (the trainer's float32 master weights, or bfloat16)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model.save_pretrained(folder)
+        if dtype != "float32":
+            cast_adapter(folder / "adapter_model.safetensors", dtype)
         (folder / STATE_FILE).write_text(json.dumps(extra))
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(dest, "w") as tar:
@@ -59,6 +62,19 @@ def write_archive(model, extra: dict, dest: Path) -> Path:
                 with open(f, "rb") as fh:
                     tar.addfile(info, fh)
     return dest
+
+
+def cast_adapter(path: Path, dtype: str) -> None:
+    """Rewrite a safetensors file with its floating tensors in `dtype` (keys, shapes, metadata kept)."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+    target = getattr(torch, dtype)
+    weights = {k: v.to(target) if v.is_floating_point() else v for k, v in load_file(str(path)).items()}
+    save_file(weights, str(path), metadata=metadata)
 
 
 def read_archive(archive: Path, folder: Path) -> dict:

@@ -350,7 +350,8 @@ class RunLearner:
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:
             adapter = await asyncio.to_thread(self.trainer.export)
-        await asyncio.to_thread(write_archive, adapter, extra, dest)
+        dtype = self.cfg.dtype if self.cfg.publish_dtype == "auto" else self.cfg.publish_dtype
+        await asyncio.to_thread(write_archive, adapter, extra, dest, dtype)
         published = await self.publisher.upload(self.run_id, self.state.step, dest, self.model_path)
         for old in sorted((self.ckpt_dir / "outbox").glob("v*.tar")):
             if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:

@@ -109,6 +109,12 @@ class LearnerConfig(ServiceSettings):
     dtype: Literal["float32", "bfloat16"] = Field(
         default="float32", description="Base weights dtype (bfloat16 on GPUs); the adapter trains in float32"
     )
+    publish_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="dtype of the adapter each version publishes (auto = the base's `dtype`): bfloat16 "
+        "halves the push to the samplers, which serve a bf16 base in bf16 anyway; local checkpoints "
+        "stay float32",
+    )
     torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
     seed: int = Field(default=0, description="Seed of adapter init and any sampling in training")
     checkpoint_dir: str = Field(
