@@ -20,6 +20,7 @@ import orjson
 from treegrpo.archive._join import RoundFacts, RunFacts
 from treegrpo.archive._schema import NodeRecord, RoundSummary
 from treegrpo.config.run import RunSpec
+from treegrpo.events import Status
 from treegrpo.v1 import events_pb2 as pb
 
 DEFAULT_PHASE = RunSpec.model_fields["phase"].default
@@ -94,7 +95,7 @@ def derive_summary(
     best: NodeRecord | None = None
     for r in ordered:
         if (
-            r.status == "ok"
+            r.status == Status.OK
             and r.oriented is not None
             and r.test_metric is not None
             and (best is None or r.oriented > best.oriented)
@@ -112,7 +113,7 @@ def derive_summary(
         model=model,
         adapter_path=st.adapter_path if st is not None else "",
         nodes=len(records),
-        valid=sum(r.status == "ok" for r in records),
+        valid=sum(r.status == Status.OK for r in records),
         expansions=expansions,
         phase=_spec_value(facts.started, "phase") or DEFAULT_PHASE,
         best_test_metric=best.test_metric if best else None,

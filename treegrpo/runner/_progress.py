@@ -65,7 +65,7 @@ class Progress:
             tp.graded += 1
             tp.statuses[b.status] += 1
             if (
-                b.status == "ok"
+                b.status == Status.OK
                 and b.HasField("oriented")
                 and b.HasField("test_metric")
                 and b.oriented > tp.round_best.get(b.round, (float("-inf"),))[0]
