@@ -151,13 +151,14 @@ def setup_tracing(service: str, cfg: TelemetrySettings | None = None, memory: bo
     return _provider.get_tracer(service) if cfg.enabled or memory else trace.NoOpTracer()
 
 
-def file_tracer(service: str, path: str | Path) -> tuple[trace.Tracer, TracerProvider]:
+def file_tracer(service: str, path: str | Path) -> trace.Tracer:
     """A tracer of its own (not the process's global provider) whose spans go to one OTLP/JSON
     file: for a process that hosts several runs one after the other (the runner: a run and its
-    control), each with its own trace folder. Call `provider.shutdown()` when done."""
+    control), each with its own trace folder. Spans are written as they end (nothing buffered, the
+    file opened per write), so there is nothing to shut down."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(str(path))))
-    return provider.get_tracer(service), provider
+    return provider.get_tracer(service)
 
 
 def memory_spans() -> list[ReadableSpan]:

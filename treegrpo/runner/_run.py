@@ -91,12 +91,12 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
 
 def validate_sections(sections: dict[str, dict]) -> None:
     """Fail before anything starts if a service section is wrong (names the field)."""
-    from treegrpo.cli._core import service_class
+    from treegrpo.cli._core import config_class
     from treegrpo.config import load
 
     for name, data in sections.items():
         try:
-            load(service_class(name).config_cls, None, data)
+            load(config_class(name), None, data)
         except ConfigError as exc:
             raise ConfigError(f"[{name}] {exc}") from exc
 
@@ -174,27 +174,9 @@ async def _execute(
         sections.pop("learner")
     validate_sections(sections)
     # the runner's own facts (run.started / resumed / ended / completed) are published inside spans
-    # of its own trace file, so the traceparent they carry names a span a trace viewer can show
-    (run_dir / "traces").mkdir(parents=True, exist_ok=True)
-    tracer, provider = file_tracer("runner", run_dir / "traces" / "runner.jsonl")
-    try:
-        return await _lifecycle(rf, resume, console, home, nats, bus, spec, run_dir, sections, tracer)
-    finally:
-        provider.shutdown()
-
-
-async def _lifecycle(
-    rf: RunFile,
-    resume: str,
-    console: Console,
-    home: Path,
-    nats: NatsHandle,
-    bus: Bus,
-    spec: RunSpec,
-    run_dir: Path,
-    sections: dict[str, dict],
-    tracer: trace.Tracer,
-) -> RunResult:
+    # of its own trace file (its folder made by service_sections), so the traceparent they carry
+    # names a span a trace viewer can show
+    tracer = file_tracer("runner", run_dir / "traces" / "runner.jsonl")
     out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
     # the log decides who owns a run id: claim it (or reopen it) before anything else is written
     with _runner_span(tracer, "reopen run" if resume else "claim run", spec.run_id):
