@@ -68,12 +68,15 @@ def cast_adapter(path: Path, dtype: str) -> None:
     """Rewrite a safetensors file with its floating tensors in `dtype` (keys, shapes, metadata kept)."""
     import torch
     from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
-    with safe_open(str(path), "pt") as f:
-        metadata = f.metadata()
     target = getattr(torch, dtype)
-    weights = {k: v.to(target) if v.is_floating_point() else v for k, v in load_file(str(path)).items()}
+    weights = {}
+    with safe_open(str(path), "pt") as f:  # one open: the tensors and the metadata together
+        metadata = f.metadata()
+        for key in f.keys():
+            t = f.get_tensor(key)
+            weights[key] = t.to(target) if t.is_floating_point() else t
     save_file(weights, str(path), metadata=metadata)
 
 
