@@ -56,3 +56,24 @@ def test_the_run_table_no_longer_takes_the_bus_or_traces(tmp_path, key):
 def test_an_unknown_table_is_rejected_naming_it(tmp_path):
     with pytest.raises(ConfigError, match=r"run\.toml: field 'samplr': Extra inputs are not permitted$"):
         load_run_file(write(tmp_path, '[samplr]\nbackend = "hf"\n'))
+
+
+@pytest.mark.parametrize("name", ["sampler", "executor", "grader", "learner"])
+def test_the_config_registry_names_each_services_own_config_class(name):
+    from treegrpo.cli._core import config_class, service_class
+
+    assert config_class(name) is service_class(name).config_cls
+
+
+def test_loading_a_run_file_imports_no_service_and_no_torch(tmp_path):
+    import subprocess
+    import sys
+
+    f = write(tmp_path, "[learner]\nlr = 1e-3\n[sampler.sampling]\ntemperature = 0.7\n")
+    code = (
+        "import sys\nfrom treegrpo.runner import load_run_file\n"
+        f"rf = load_run_file({str(f)!r})\nassert rf.service('learner').lr == 1e-3\n"
+        "heavy = [m for m in sys.modules if m == 'torch' or m.endswith('.service')]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from treegrpo import events as ev_mod
 from treegrpo.cli._describe import describe
-from treegrpo.cli._registry import SERVICES
+from treegrpo.cli._registry import CONFIGS, SERVICES
 from treegrpo.config import ConfigError, load, parse_overrides, treegrpo_home
 from treegrpo.events import Kind
 from treegrpo.nats_url import embedded_url_file, resolve_nats_url
@@ -119,11 +119,20 @@ async def _events(run_id: str, json_out: bool, kinds: list[str], url: str) -> No
         await bus.close(2)
 
 
-def service_class(name: str):
-    if name not in SERVICES:
-        raise typer.BadParameter(f"unknown service {name!r}; choose one of: {', '.join(sorted(SERVICES))}")
-    module_name, attr = SERVICES[name].split(":")
+def _lookup(table: dict[str, str], name: str):
+    if name not in table:
+        raise typer.BadParameter(f"unknown service {name!r}; choose one of: {', '.join(sorted(table))}")
+    module_name, attr = table[name].split(":")
     return getattr(importlib.import_module(module_name), attr)
+
+
+def service_class(name: str):
+    return _lookup(SERVICES, name)
+
+
+def config_class(name: str):
+    """The service's config class without importing the service (`service_class(name).config_cls`)."""
+    return _lookup(CONFIGS, name)
 
 
 def serve_cmd(

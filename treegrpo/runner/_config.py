@@ -99,9 +99,9 @@ class RunFile(BaseModel):
     def service(self, name: str) -> ServiceSettings:
         """The [name] section as the service's config class reads it; `model_fields_set` = the keys
         the file sets. ConfigError naming the section and the field."""
-        from treegrpo.cli._core import service_class
+        from treegrpo.cli._core import config_class
 
-        return from_values(service_class(name).config_cls, getattr(self, name), f"[{name}]")
+        return from_values(config_class(name), getattr(self, name), f"[{name}]")
 
     def section(self, name: str) -> dict[str, Any]:
         """The [name] section as written (a partial config)."""
