@@ -26,9 +26,11 @@ if [ -d .whl ]; then   # treegrpo's own pure dependencies the image lacks (typer
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl \
     > "$OUT/whl.log" 2>&1 || { tail -20 "$OUT/whl.log"; exit 1; }
 fi
-export PYTHONPATH=$SITE:/tmp/site:$PWD PATH=$SITE/bin:/tmp/site/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 \
+export PYTHONPATH=$SITE:/tmp/site:$PWD:$PWD/services/sampler:$PWD/services/executor:$PWD/services/grader:$PWD/services/learner PATH=$SITE/bin:/tmp/site/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 \
        VLLM_WORKER_MULTIPROC_METHOD=spawn VLLM_NO_USAGE_STATS=1 OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1 \
        TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+# the services are found by their entry points: register the checkout's five distributions
+bash scripts/install_local.sh python3 > "$OUT/install_local.log" 2>&1 || { tail -20 "$OUT/install_local.log"; exit 1; }
 export TREEGRPO_HOME=${TREEGRPO_HOME:-/tmp/layout-home}
 if [ -d .demo-home/demo ] && [ ! -d "$TREEGRPO_HOME/demo" ]; then
   mkdir -p "$TREEGRPO_HOME" && cp -r .demo-home/demo "$TREEGRPO_HOME/demo"

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def demo_policy(home: Path) -> Path:
-    from treegrpo.services.learner.sft import prepare_demo_policy
+    from treegrpo_learner.sft import prepare_demo_policy
 
     return prepare_demo_policy(home / "demo", show_progress=False)
 

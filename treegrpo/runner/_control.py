@@ -68,7 +68,7 @@ async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: P
 
 
 async def execute_paired(config: Path | None, overrides: list[str], console: Console) -> PairedResult:
-    from treegrpo.report._learning_output import verdict_line
+    from treegrpo.report import verdict_line
 
     train_rf, control_rf = arms(config, overrides)
     console.print("[bold]arm 1/2: train[/]")

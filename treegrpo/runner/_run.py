@@ -16,12 +16,13 @@ from rich.console import Console
 from rich.live import Live
 
 from treegrpo import events as ev_mod
+from treegrpo._topology import SERVICES
 from treegrpo.bus import STREAM, Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
 from treegrpo.events import Kind
 from treegrpo.health import heartbeat_path
-from treegrpo.runner._config import SERVICE_NAMES, RunFile, deep_merge
+from treegrpo.runner._config import RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
 from treegrpo.runner._nats import NatsHandle, open_nats
@@ -80,19 +81,18 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
             "telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
             "health": {"file": str(heartbeat_path(n, root=run_dir))},
         }
-        for n in SERVICE_NAMES
+        for n in SERVICES
     }
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
     return {
-        n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n))
-        for n in SERVICE_NAMES
+        n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICES
     }
 
 
 def validate_sections(sections: dict[str, dict]) -> None:
     """Fail before anything starts if a service section is wrong (names the field)."""
-    from treegrpo.cli._core import config_class
     from treegrpo.config import load
+    from treegrpo.registry import config_class
 
     for name, data in sections.items():
         try:

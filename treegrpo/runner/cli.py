@@ -106,7 +106,13 @@ def demo(
     overrides = list(set_)
     if not skip_sft:
         from treegrpo.config import treegrpo_home
-        from treegrpo.services.learner.sft import prepare_demo_policy
+        from treegrpo.registry import NotInstalled, hook
+
+        try:
+            prepare_demo_policy = hook("demo_policy", provider="learner")
+        except NotInstalled as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(2) from exc
 
         console.print(
             f"[bold]demo policy[/]: small local model + SFT on the seed corpus "
