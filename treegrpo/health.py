@@ -38,6 +38,8 @@ class Heartbeat(BaseModel):
     errors: int = 0  # handler or work failures so far (retried or dead-lettered)
     last_error: str = ""  # the newest one, for the runner's progress view
     failure: str = ""  # state "failed": the permanent fault it stopped on (not restarted)
+    bus_error: str = ""  # its writes to the bus fail since `bus_error_since` ("": they go through)
+    bus_error_since: float = 0.0
 
 
 def health_dir(root: Path | None = None) -> Path:
@@ -78,7 +80,8 @@ def problems(beat: Heartbeat, max_age_s: float, ready: bool = False, now: float 
     now = time.time() if now is None else now
     out = []
     if beat.state in ("stopped", "failed") or (ready and beat.state != "running"):
-        out.append(f"{beat.service} is {beat.state}")  # starting/stopping: alive, not ready
+        # starting/stopping: alive, not ready; failed: with the reason it stopped for
+        out.append(f"{beat.service} is {beat.state}" + (f": {beat.failure}" if beat.failure else ""))
     age = now - beat.written_at
     if age > max_age_s:
         out.append(
@@ -105,4 +108,15 @@ def check_files(paths: list[Path], max_age_s: float, ready: bool) -> list[str]:
             out += problems(read_heartbeat(p), max_age_s, ready)
         except (OSError, ValueError) as exc:
             out.append(f"cannot read heartbeat {p}: {exc}")
+    return out
+
+
+def read_heartbeats(paths: list[Path]) -> list[Heartbeat]:
+    """The heartbeats that can be read (`check_files` reports the others)."""
+    out = []
+    for p in paths:
+        try:
+            out.append(read_heartbeat(p))
+        except (OSError, ValueError):
+            continue
     return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from treegrpo.config import treegrpo_home
 
@@ -22,3 +24,21 @@ def resolve_nats_url(explicit: str = "") -> str:
     if f.exists():
         return f.read_text().strip()
     return DEFAULT_URL
+
+
+@contextlib.contextmanager
+def nats_for(explicit: str = "", what: str = "") -> Iterator[str]:
+    """The URL a command reads the log from, held for the `with` block. A given URL (or
+    $TREEGRPO_NATS_URL) as is; else, when this home has an embedded server's store, a lease on that
+    server, started if no run keeps it up now (`treegrpo report RUN` after the run ended) and
+    stopped again afterwards if nobody else uses it; else the default URL."""
+    if explicit or os.environ.get("TREEGRPO_NATS_URL"):
+        yield resolve_nats_url(explicit)
+        return
+    if not (treegrpo_home() / "nats" / "data").exists():
+        yield resolve_nats_url()
+        return
+    from treegrpo.embedded import SharedNats
+
+    with SharedNats(what=what) as shared:
+        yield shared.url

@@ -191,6 +191,8 @@ class Service:
             errors=self.errors + (c.errors if c else 0),
             last_error=(c.last_error if c and c.last_error else self.last_error),
             failure=self.failure,
+            bus_error=self.bus.writes.error if self.bus is not None else "",
+            bus_error_since=self.bus.writes.since if self.bus is not None else 0.0,
         )
         try:
             write_heartbeat(heartbeat_path(self.name, self.health.file), beat)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -26,13 +27,19 @@ NatsOpt = Annotated[
 ]
 
 
-async def _connect(url: str):
+@contextlib.asynccontextmanager
+async def _bus(url: str, what: str):
+    """A connected bus, on a lease of the home's embedded server when no URL is given."""
     from treegrpo.bus import Bus
-    from treegrpo.nats_url import resolve_nats_url
+    from treegrpo.nats_url import nats_for
 
-    bus = await Bus.connect(resolve_nats_url(url), "archive/cli")
-    await bus.ensure()
-    return bus
+    with nats_for(url, what) as resolved:
+        bus = await Bus.connect(resolved, "archive/cli")
+        try:
+            await bus.ensure()
+            yield bus
+        finally:
+            await bus.close()
 
 
 @app.command("export")
@@ -47,8 +54,7 @@ def export_cmd(
     """Write each run as <out>/<run_id>/round_N/ (node records, summary, tree, transcript) + timing.jsonl."""
 
     async def go():
-        bus = await _connect(nats)
-        try:
+        async with _bus(nats, "treegrpo archive export") as bus:
             ids = runs or await bus.run_ids()
             with Progress(
                 TextColumn("export {task.description}"),
@@ -58,8 +64,6 @@ def export_cmd(
             ) as bar:
                 task = bar.add_task(", ".join(ids))
                 return await export_runs(bus, ids, out, strict=strict, on_node=lambda _: bar.advance(task))
-        finally:
-            await bus.close()
 
     try:
         results = asyncio.run(go())
@@ -91,15 +95,12 @@ def import_cmd(
         raise typer.Exit(2) from exc
 
     async def go():
-        bus = await _connect(nats)
-        try:
+        async with _bus(nats, "treegrpo archive import") as bus:
             with Progress(
                 TextColumn("import"), BarColumn(), TransferSpeedColumn(), TimeElapsedColumn(), console=console
             ) as bar:
                 task = bar.add_task("import", total=total)
                 return await import_root(bus, root, on_bytes=lambda n: bar.advance(task, n))
-        finally:
-            await bus.close()
 
     results = asyncio.run(go())
     bad = 0

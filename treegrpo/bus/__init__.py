@@ -11,7 +11,8 @@ from treegrpo.bus._client import (
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
-from treegrpo.bus._errors import BusUnavailable, Deferred, PermanentError, TransientError
+from treegrpo.bus._errors import BusUnavailable, BusWriteError, Deferred, PermanentError, TransientError
+from treegrpo.bus._writes import WriteHealth, is_write_failure
 
 __all__ = [
     "ADAPTERS",
@@ -21,6 +22,7 @@ __all__ = [
     "SUBMISSIONS",
     "Bus",
     "BusUnavailable",
+    "BusWriteError",
     "Consumer",
     "ConsumerOptions",
     "Delivery",
@@ -29,5 +31,7 @@ __all__ = [
     "PermanentError",
     "RunEnds",
     "TransientError",
+    "WriteHealth",
     "file_sha256",
+    "is_write_failure",
 ]

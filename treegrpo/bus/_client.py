@@ -16,6 +16,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._errors import BusUnavailable
+from treegrpo.bus._writes import WriteHealth, write
 from treegrpo.events import Kind
 from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
@@ -58,6 +59,7 @@ class Bus:
         self.producer = producer
         self.replicas = replicas
         self.reconnects = 0  # bumped on every reconnect; consumer loops re-bind when it changes
+        self.writes = WriteHealth()  # whether writes go through (a service's heartbeat reports it)
 
     @classmethod
     async def connect(cls, url: str, producer: str, timeout_s: float = 10.0, replicas: int = 1) -> Bus:
@@ -148,6 +150,7 @@ class Bus:
             **event_trace_headers(event_id, ev_mod.kind_of(event), ev_mod.subject_of(event)),
         }
 
+    @write
     async def publish(self, event: pb.Event) -> int:
         """Publish and wait for the stream's ack; returns the stream sequence (of the original on a
         duplicate)."""
@@ -156,6 +159,7 @@ class Bus:
         )
         return ack.seq
 
+    @write
     async def publish_many(self, events: Iterable[pb.Event]) -> list[int]:
         """Pipelined publish (one round trip for the batch, not one per event)."""
         futures = [
@@ -165,11 +169,13 @@ class Bus:
         acks = await asyncio.gather(*futures)
         return [a.seq for a in acks]
 
+    @write
     async def publish_raw(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> int:
         ack = await self.js.publish(subject, payload, headers=headers)
         return ack.seq
 
     # ---- objects ----------------------------------------------------------------------------
+    @write
     async def put_object(self, bucket: str, key: str, data: bytes | str | Path) -> tuple[str, int]:
         """Store bytes or a file; returns (sha256 hex, size)."""
         store = await self.js.object_store(bucket)
@@ -263,6 +269,7 @@ class Bus:
         subjects = sorted((info.state.subjects or {}).keys())
         return [s.split(".")[1] for s in subjects]
 
+    @write
     async def claim(self, event: pb.Event) -> bool:
         """Publish the first fact of a subject, atomically: False (nothing written) when one is
         already there. Two runners that chose one run id cannot both start it."""

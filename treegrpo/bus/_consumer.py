@@ -186,6 +186,11 @@ class Consumer:
             self._busy += 1
             try:
                 await self._process(msg)
+            except Exception as exc:  # an ack, nak or dead letter the bus did not take: the message
+                # comes back after ack_wait; the worker must not die with it (the pool would shrink)
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                log.warning("%s: could not settle a message: %s", self.durable, self.last_error)
             finally:
                 self._busy -= 1
                 self._queue.task_done()
@@ -257,6 +262,9 @@ class Consumer:
     async def _retry(self, msg, event: pb.Event, delivery: Delivery, reason: str, delay: float) -> None:
         self.errors += 1
         self.last_error = reason[:300]
+        if self._bus_failing():  # the bus's fault, not the message's: retry for as long as it lasts
+            await msg.nak(delay=delay)
+            return
         if delivery.num_delivered >= self.opt.max_deliver:
             await self._dead_letter(
                 msg,
@@ -266,6 +274,12 @@ class Consumer:
             )
         else:
             await msg.nak(delay=delay)
+
+    def _bus_failing(self) -> bool:
+        """While this bus's writes fail (or it is disconnected), a failed handler is not counted
+        against its message: a handler that could not publish (a full disk, a NATS restart) would
+        otherwise be dead-lettered after `max_deliver` tries and its work lost."""
+        return bool(self.bus.writes.error) or not self.bus.nc.is_connected
 
     async def _heartbeat(self) -> None:
         """Long handlers (a 10-minute script) keep their message from being redelivered. One

@@ -18,6 +18,15 @@ class Deferred(TransientError):
     a deferral never counts toward `max_deliver`, so a waiting run's facts are never dead-lettered."""
 
 
+class BusWriteError(TransientError):
+    """The bus did not take a write (no ack in time, the connection down, the store full or
+    failing): the infrastructure's fault, never the message's. Retried; never dead-lettered for it
+    (`treegrpo/bus/_writes.py`)."""
+
+    def __init__(self, reason: str, delay_s: float = 2.0):
+        super().__init__(f"bus write failed: {reason}", delay_s)
+
+
 class PermanentError(Exception):
     """Retrying cannot help: the message is term'ed and dead-lettered with the reason."""
 

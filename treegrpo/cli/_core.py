@@ -16,7 +16,7 @@ from treegrpo import events as ev_mod
 from treegrpo.cli._describe import describe
 from treegrpo.config import ConfigError, load, parse_overrides, treegrpo_home
 from treegrpo.events import Kind
-from treegrpo.nats_url import embedded_url_file, resolve_nats_url
+from treegrpo.nats_url import nats_for, resolve_nats_url
 
 nats_app = typer.Typer(no_args_is_help=True)
 console = Console(highlight=False)
@@ -24,30 +24,34 @@ console = Console(highlight=False)
 
 @nats_app.command("up")
 def nats_up(
-    port: int = typer.Option(4222, help="Port on 127.0.0.1 (0 = any free port)"),
+    port: int = typer.Option(4222, help="Port on 127.0.0.1 (0 = any free port), if it is not running yet"),
     data: Path | None = typer.Option(None, help="Store dir (default $TREEGRPO_HOME/nats/data)"),
 ) -> None:
-    """Run the embedded nats-server in the foreground; other commands find it through $TREEGRPO_HOME."""
-    from treegrpo.embedded import EmbeddedNats, free_port
+    """Keep the home's embedded nats-server up in the foreground; other commands find it through
+    $TREEGRPO_HOME and share it. Ctrl-C lets go of it: it stops once no run uses it either."""
+    from treegrpo.embedded import SharedNats
 
-    store = data or treegrpo_home() / "nats" / "data"
-    server = EmbeddedNats(store, port=port or free_port()).start()
-    url_file = embedded_url_file()
-    url_file.parent.mkdir(parents=True, exist_ok=True)
-    url_file.write_text(server.url + "\n")
+    shared = SharedNats(what="treegrpo nats up")
+    url = shared.acquire(port=port, store=data)
+    state = shared.state()
+    store = state.store if state else data
+    if state is not None and port and state.port != port:
+        console.print(
+            f"[yellow]the home's nats-server was already running at {url}; --port {port} ignored[/]"
+        )
     console.print(
-        f"[green]nats-server[/] listening on [bold]{server.url}[/] (JetStream store {store}); Ctrl-C stops"
+        f"[green]nats-server[/] listening on [bold]{url}[/] (JetStream store {store}); Ctrl-C stops"
     )
     stop = {"now": False}
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.update(now=True))
     try:
-        while not stop["now"] and server.proc and server.proc.poll() is None:
+        while not stop["now"]:
+            for note in shared.check():
+                console.print(f"[yellow]{note}[/]")
             time.sleep(0.2)
     finally:
-        server.stop()
-        if url_file.exists() and url_file.read_text().strip() == server.url:
-            url_file.unlink()
+        shared.release()
 
 
 async def _connect(url: str, who: str, timeout: float = 10.0):
@@ -66,9 +70,13 @@ def tail_cmd(
 
 
 async def _tail(run_id: str, url: str, until_complete: bool) -> None:
+    with nats_for(url, "treegrpo tail") as resolved:
+        await _tail_from(await _connect(resolved, "cli/tail"), run_id, until_complete)
+
+
+async def _tail_from(bus, run_id: str, until_complete: bool) -> None:
     from treegrpo.bus import STREAM
 
-    bus = await _connect(url, "cli/tail")
     sub = await bus.js.subscribe(
         f"{ev_mod.SUBJECT_ROOT}.{ev_mod.check_token(run_id, 'run id')}.>",
         stream=STREAM,
@@ -103,7 +111,11 @@ def events_cmd(
 
 
 async def _events(run_id: str, json_out: bool, kinds: list[str], url: str) -> None:
-    bus = await _connect(url, "cli/events")
+    with nats_for(url, "treegrpo events") as resolved:
+        await _events_from(await _connect(resolved, "cli/events"), run_id, json_out, kinds)
+
+
+async def _events_from(bus, run_id: str, json_out: bool, kinds: list[str]) -> None:
     try:
         async for seq, event in bus.replay(run_id, kinds or None):
             if json_out:
@@ -166,7 +178,8 @@ def health_cmd(
 ) -> None:
     """Probe. Without --heartbeat: NATS reachable and the event stream present. With --heartbeat
     (liveness): the service's own event and consumer loops are turning; --ready adds the NATS checks."""
-    from treegrpo.health import check_files, health_dir, heartbeat_path
+    from treegrpo.findings import heartbeat_findings, home_findings
+    from treegrpo.health import check_files, health_dir, heartbeat_path, read_heartbeats
 
     problems = []
     if heartbeat:
@@ -174,10 +187,16 @@ def health_cmd(
             [file] if file else [heartbeat_path(service)] if service else sorted(health_dir().glob("*.json"))
         )
         problems += check_files(paths, max_age, ready)
+        problems += [f.line() for f in heartbeat_findings(read_heartbeats(paths))]
     if not heartbeat or ready:
         problems += _nats_problems(url, timeout)
+    if not url:  # the home's embedded server: who uses it, and what its keeper and their services say
+        notes, found = home_findings(treegrpo_home())
+        for note in notes:
+            console.print(note, soft_wrap=True)
+        problems += [f.line() for f in found]
     for p in problems:
-        console.print(f"[red]unhealthy:[/] {p}")
+        console.print(f"[red]unhealthy:[/] {p}", soft_wrap=True)
     if problems:
         raise typer.Exit(1)
     console.print("[green]healthy[/]")

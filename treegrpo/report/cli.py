@@ -50,15 +50,16 @@ async def _build(
             _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference
         )
     from treegrpo.bus import Bus
-    from treegrpo.nats_url import resolve_nats_url
+    from treegrpo.nats_url import nats_for
 
-    bus = await Bus.connect(resolve_nats_url(nats), "report/cli")
-    try:
-        return await build_report(
-            bus, runs, out, estimator, gpus, tree_round, control or None, late_from, min_difference
-        )
-    finally:
-        await bus.close()
+    with nats_for(nats, "treegrpo report") as url:  # the embedded server, up for as long as we read
+        bus = await Bus.connect(url, "report/cli")
+        try:
+            return await build_report(
+                bus, runs, out, estimator, gpus, tree_round, control or None, late_from, min_difference
+            )
+        finally:
+            await bus.close()
 
 
 def report(

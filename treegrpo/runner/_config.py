@@ -79,6 +79,14 @@ class RunnerSettings(Section):
             "Warn in the progress view when $TREEGRPO_HOME or the NATS store has less free space than this"
         ),
     )
+    bus_wait_s: float = Field(
+        default=120.0,
+        ge=0,
+        description=(
+            "How long the run waits for the bus to take writes again (a full disk freed, NATS back) "
+            "before it stops, resumable, naming the cause; 0 = wait (up to timeout_s)"
+        ),
+    )
     live: bool = Field(default=True, description="Live progress display (off: one line per round)")
 
 

@@ -56,7 +56,7 @@ async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: P
     """The train arm's report rewritten with the control: curves of both arms, difference, verdict."""
     from treegrpo.report import build_report
 
-    nats = open_nats(rf.runner.nats_url)
+    nats = open_nats(rf.runner.nats_url, what="treegrpo run --control (report)")
     try:
         bus = await Bus.connect(nats.url, "runner/control", 15)
         try:
@@ -67,16 +67,28 @@ async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: P
         nats.close()
 
 
-async def execute_paired(config: Path | None, overrides: list[str], console: Console) -> PairedResult:
+async def execute_paired(
+    config: Path | None, overrides: list[str], console: Console, resume_cmd: str = ""
+) -> PairedResult:
+    """Both arms and the comparison under one lease on the home's NATS, so the embedded server
+    is not stopped and started again between them."""
+    train_rf, control_rf = arms(config, overrides)
+    held = open_nats(train_rf.runner.nats_url, what="treegrpo run --control")
+    try:
+        return await _paired(train_rf, control_rf, console, resume_cmd)
+    finally:
+        held.close()
+
+
+async def _paired(train_rf: RunFile, control_rf: RunFile, console: Console, resume_cmd: str) -> PairedResult:
     from treegrpo.report import verdict_line
 
-    train_rf, control_rf = arms(config, overrides)
     console.print("[bold]arm 1/2: train[/]")
-    train = await execute(train_rf, console=console)
+    train = await execute(train_rf, console=console, resume_cmd=resume_cmd)
     if train.outcome != "completed":
         return PairedResult(train, None)
     console.print("[bold]arm 2/2: control[/] (the same seed, tasks, prompts and tree; no training)")
-    control = await execute(control_rf, console=console)
+    control = await execute(control_rf, console=console, resume_cmd=resume_cmd)
     result = PairedResult(train, control)
     if control.outcome != "completed":
         return result

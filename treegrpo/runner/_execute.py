@@ -32,6 +32,7 @@ from treegrpo.runner._toml import dump_toml
 from treegrpo.telemetry import file_tracer
 
 log = logging.getLogger(__name__)
+BUS_DOWN = "bus_down"  # stopped because the bus took no writes for runner.bus_wait_s: resumable
 
 
 @dataclass
@@ -138,18 +139,23 @@ async def _finish_step(progress: Progress, rf: RunFile) -> bool:
     return time.time() - quiet_since > rf.runner.learner_idle_s
 
 
-async def execute(rf: RunFile, resume: str = "", console: Console | None = None) -> RunResult:
+async def execute(
+    rf: RunFile, resume: str = "", console: Console | None = None, resume_cmd: str = ""
+) -> RunResult:
     """Run (or resume) one run to completion; Ctrl-C stops it cleanly, resumable. Every attempt
-    ends with `run.ended` on the log (completed / stopped / failed and why)."""
+    ends with `run.ended` on the log (completed / stopped / failed and why). `resume_cmd` is how
+    the user resumes it (`{run_id}` filled in), printed when the run stops resumable."""
     console = console or Console()
     home = treegrpo_home()
-    nats = open_nats(rf.runner.nats_url)
-    bus = await Bus.connect(nats.url, "runner", 15)
+    nats = open_nats(rf.runner.nats_url, what="treegrpo run")
     try:
-        await bus.ensure()
-        return await _execute(rf, resume, console, home, nats, bus)
+        bus = await Bus.connect(nats.url, "runner", 15)
+        try:
+            await bus.ensure()
+            return await _execute(rf, resume, console, home, nats, bus, resume_cmd)
+        finally:
+            await bus.close(5)
     finally:
-        await bus.close()
         nats.close()
 
 
@@ -162,12 +168,13 @@ def _runner_span(tracer: trace.Tracer, what: str, run_id: str, **attrs: str):
 
 
 async def _execute(
-    rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus
+    rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus, resume_cmd: str
 ) -> RunResult:
     spec = await existing_spec(bus, resume) if resume else rf.spec()
     if not resume:
         spec = spec.model_copy(update={"run_id": spec.run_id or new_run_id()})
     run_dir = home / "runs" / spec.run_id
+    nats.label(f"treegrpo run {spec.run_id}", spec.run_id)
     prepare_tasks(spec)
     sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
     if not spec.train:
@@ -197,9 +204,12 @@ async def _execute(
         if not rf.runner.attach:
             sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
     progress = Progress(spec.tasks, spec.rounds, spec.train)
-    faults = FaultWatch(bus, _watched_folders(home, nats), rf.runner.min_free_mb, nats.url)
+    faults = FaultWatch(
+        bus, nats, _watched_folders(home, nats), rf.runner.min_free_mb, rf.runner.bus_wait_s, sup.beats
+    )
     stop = asyncio.Event()
     outcome, reason = "failed", "the runner stopped unexpectedly"
+    resume_line = (resume_cmd or "treegrpo run --resume {run_id}").format(run_id=spec.run_id)
     watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
     try:
         sup.start_all()
@@ -214,27 +224,36 @@ async def _execute(
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
         stop.set()
-        sup.stop_all(rf.runner.stop_grace_s)
+        # the bus takes no writes: the services cannot drain into it, so no point waiting long
+        sup.stop_all(min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s)
         with contextlib.suppress(Exception):
             await watcher
         with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
             with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
-                await end_run(bus, spec.run_id, attempt, outcome, reason)
+                await asyncio.wait_for(end_run(bus, spec.run_id, attempt, _logged(outcome), reason), 15)
     if outcome == "completed":
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"
     elif outcome == "stopped":
-        console.print(f"[yellow]stopped.[/] resume with: [bold]treegrpo run --resume {spec.run_id}[/]")
+        console.print(f"[yellow]stopped.[/] resume with: [bold]{resume_line}[/]", soft_wrap=True)
+    elif outcome == BUS_DOWN:  # one line: the cause, its fix, and how to go on
+        console.print(
+            f"[red]run {spec.run_id} stopped:[/] {reason}, then resume with: {resume_line}", soft_wrap=True
+        )
     else:
         console.print(f"[red]run {spec.run_id} failed:[/] {reason}")
     return RunResult(spec.run_id, outcome, progress, out_dir, run_dir)
 
 
+def _logged(outcome: str) -> str:
+    """The outcome as `run.ended` records it (completed / stopped / failed)."""
+    return "failed" if outcome == BUS_DOWN else outcome
+
+
 def _watched_folders(home: Path, nats: NatsHandle) -> dict[str, Path]:
     folders = {"$TREEGRPO_HOME": home}
-    store = nats.server.store_dir if nats.server is not None else home / "nats" / "data"
-    if store.exists() or nats.server is not None:  # our server's, or the one `treegrpo nats up` keeps
-        folders["the NATS store"] = store
+    if nats.embedded:  # a server elsewhere keeps its store on a disk we cannot see
+        folders["the NATS store"] = nats.store
     return folders
 
 
@@ -273,8 +292,8 @@ async def _supervise(
     ) as live:
         while True:
             await asyncio.sleep(0.5)
-            for note in filter(None, [nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]):
-                console.print(f"[yellow]{note}[/]")
+            for note in [*nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]:
+                console.print(f"[yellow]{note}[/]", soft_wrap=True)
             live.update(progress.table(services(), faults.lines))
             if sup.failures:
                 return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
@@ -283,6 +302,11 @@ async def _supervise(
                 return "failed", f"gave up restarting {', '.join(sup.gave_up)} (runner.max_restarts)"
             if await _finish_step(progress, rf):
                 return "completed", "every round complete and trained"
+            fault = faults.stop_reason()
+            if fault is not None:
+                waited = time.time() - faults.down_since()
+                fix = f"; {fault.fix}" if fault.fix else ""
+                return BUS_DOWN, f"{fault.what}, no writes for {waited:,.0f}s (runner.bus_wait_s){fix}"
             if time.time() > deadline:
                 console.print(f"[red]run exceeded timeout_s={rf.runner.timeout_s}[/]")
                 return "failed", f"exceeded runner.timeout_s={rf.runner.timeout_s:g}"

@@ -1,53 +1,49 @@
-"""Which NATS a run uses: an explicit URL, the server `treegrpo nats up` runs, or a private one."""
+"""Which NATS a run uses: an explicit URL, or a lease on the embedded server its home shares."""
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from pathlib import Path
 
 from treegrpo.config import treegrpo_home
-from treegrpo.embedded import EmbeddedNats, free_port
-from treegrpo.nats_url import embedded_url_file
+from treegrpo.embedded import SharedNats
+from treegrpo.embedded._state import KeeperState
 
 
 @dataclass
 class NatsHandle:
     url: str
-    server: EmbeddedNats | None  # ours to stop (and to restart if it dies)
+    shared: SharedNats | None  # our lease on the home's embedded server (None: a URL we were given)
 
-    def check(self) -> str | None:
-        """Restart our server if it died (same port, same store: nothing is lost)."""
-        if self.server is not None and self.server.proc is not None and self.server.proc.poll() is not None:
-            self.server.start()
-            return f"nats-server exited ({self.server.proc.returncode}); restarted"
-        return None
+    @property
+    def embedded(self) -> bool:
+        return self.shared is not None
+
+    @property
+    def store(self) -> Path:
+        """The embedded server's JetStream store (where a full disk stops the bus)."""
+        state = self.state()
+        return Path(state.store) if state else treegrpo_home() / "nats" / "data"
+
+    def state(self) -> KeeperState | None:
+        return self.shared.state() if self.shared is not None else None
+
+    def check(self) -> list[str]:
+        """Notes for the screen: the embedded server restarted, or its keeper was started again."""
+        return self.shared.check() if self.shared is not None else []
+
+    def label(self, what: str, run_id: str = "") -> None:
+        if self.shared is not None:
+            self.shared.label(what, run_id)
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            f = embedded_url_file()
-            if f.exists() and f.read_text().strip() == self.url:
-                f.unlink()
+        if self.shared is not None:
+            self.shared.release()
 
 
-def _reachable(url: str) -> bool:
-    u = urlparse(url)
-    try:
-        with socket.create_connection((u.hostname or "127.0.0.1", u.port or 4222), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def open_nats(explicit: str = "") -> NatsHandle:
+def open_nats(explicit: str = "", what: str = "") -> NatsHandle:
     if explicit:
         return NatsHandle(explicit, None)
-    f = embedded_url_file()
-    if f.exists() and _reachable(f.read_text().strip()):
-        return NatsHandle(f.read_text().strip(), None)
-    store = treegrpo_home() / "nats" / "data"
-    server = EmbeddedNats(store, port=free_port()).start()
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(server.url + "\n")
-    return NatsHandle(server.url, server)
+    shared = SharedNats(what=what)
+    shared.acquire()
+    return NatsHandle(shared.url, shared)

