@@ -57,6 +57,31 @@ def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = 
     )
 
 
+def pid_running(pid: int) -> bool:
+    """A live process (not a zombie waiting to be reaped), from /proc."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def home_processes(home: Path) -> dict[int, str]:
+    """Every live process whose command line names something under `home` (the keeper, nats-server,
+    the services), by PID, from /proc: what a run leaves behind when it should leave nothing."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(home) in argv and pid_running(int(proc.name)):
+            out[int(proc.name)] = argv.strip()
+    return out
+
+
 def run_ids(home: Path) -> list[str]:
     runs = home / "runs"
     return sorted(p.name for p in runs.iterdir()) if runs.exists() else []

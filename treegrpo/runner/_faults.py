@@ -67,10 +67,10 @@ class FaultWatch:
     def check(self) -> list[str]:
         """Lines for faults that began or cleared since the last call."""
         now = {f.key: f for f in self.findings()}
-        notes = [self._line(f) for key, f in now.items() if key not in self.active]
-        notes += [f"cleared: {f.what}" for key, f in self.active.items() if key not in now]
+        begun = [f for key, f in now.items() if key not in self.active]
+        cleared = [f"cleared: {f.what}" for key, f in self.active.items() if key not in now]
         self.active = now
-        return notes
+        return [*map(self._line, begun), *cleared]
 
     def down_since(self) -> float:
         """Since when the bus has taken no writes, as far as the runner can tell (0: it does)."""
