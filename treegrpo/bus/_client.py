@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import logging
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 
 import nats
@@ -16,46 +16,24 @@ from nats.js.errors import APIError, NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._errors import BusUnavailable
+from treegrpo.bus._lookups import Lookups, RunEnds
+from treegrpo.bus._names import ADAPTERS, CHUNK, DLQ_ROOT, DLQ_STREAM, DUPLICATE_WINDOW_S, STREAM, SUBMISSIONS
 from treegrpo.bus._writes import WriteHealth, write
-from treegrpo.events import Kind
 from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
+__all__ = ["ADAPTERS", "DLQ_ROOT", "DLQ_STREAM", "STREAM", "SUBMISSIONS", "Bus", "RunEnds", "file_sha256"]
 
-STREAM = "TREEGRPO"
-DLQ_STREAM = "TREEGRPO_DLQ"
-DLQ_ROOT = "tgdlq"
-SUBMISSIONS = "tg-submissions"
-ADAPTERS = "tg-adapters"
-CHUNK = 1024 * 1024  # 1 MiB object chunks read far faster than the 128 KiB default
-DUPLICATE_WINDOW_S = 24 * 3600  # a republish within a day of the original is dropped by the server
+ACK_WAIT_S = 10.0  # a publish without the stream's ack by then failed (the server down, or its store)
 
 
-@dataclass(frozen=True)
-class RunEnds:
-    """A run's lifecycle facts: attempts = 1 + resumes; open while fewer attempts ended."""
-
-    started: bool
-    completed: bool
-    ended: int  # run.ended facts (one per attempt that ended)
-    resumed: int  # run.resumed facts
-
-    @property
-    def attempt(self) -> int:
-        return 1 + self.resumed
-
-    @property
-    def open(self) -> bool:
-        return self.started and not self.completed and self.ended < self.attempt
-
-
-class Bus:
+class Bus(Lookups):
     """One NATS connection + JetStream context. Build with `await Bus.connect(...)`."""
 
     def __init__(self, nc: nats.NATS, producer: str, replicas: int = 1):
         self.nc = nc
-        self.js = nc.jetstream(timeout=10)
+        self.js = nc.jetstream(timeout=ACK_WAIT_S)
         self.producer = producer
         self.replicas = replicas
         self.reconnects = 0  # bumped on every reconnect; consumer loops re-bind when it changes
@@ -161,12 +139,14 @@ class Bus:
 
     @write
     async def publish_many(self, events: Iterable[pb.Event]) -> list[int]:
-        """Pipelined publish (one round trip for the batch, not one per event)."""
+        """Pipelined publish (one round trip for the batch, not one per event). Bounded: nats.py's
+        async acks have no timeout of their own, and a server that cannot store (a full disk)
+        never answers, which would leave the caller waiting forever."""
         futures = [
             await self.js.publish_async(ev_mod.subject_of(e), ev_mod.encode(e), headers=self.headers_for(e))
             for e in events
         ]
-        acks = await asyncio.gather(*futures)
+        acks = await asyncio.wait_for(asyncio.gather(*futures), ACK_WAIT_S + 0.01 * len(futures))
         return [a.seq for a in acks]
 
     @write
@@ -209,66 +189,6 @@ class Bus:
             await store.get(key, writeinto=fh)
         return path
 
-    # ---- lookups and replay -----------------------------------------------------------------
-    async def last_event(self, run_id: str, kind: str, key: str | tuple | None = None) -> pb.Event | None:
-        """The latest event on one exact subject (e.g. node X's `node.sampled`), or None."""
-        try:
-            raw = await self.js.get_last_msg(STREAM, ev_mod.subject(run_id, kind, key), direct=True)
-        except NotFoundError:
-            return None
-        return ev_mod.decode(raw.data)
-
-    async def replay(
-        self, run_id: str, kinds: Iterable[str] | None = None, batch: int = 512
-    ) -> AsyncIterator[tuple[int, pb.Event]]:
-        """Every event of a run (optionally of some kinds), in stream order, up to the current end.
-
-        Undecodable payloads are skipped here (the live consumers dead-letter them)."""
-        filters = (
-            [ev_mod.subject_filter(k, run_id) for k in kinds]
-            if kinds
-            else [f"{ev_mod.SUBJECT_ROOT}.{run_id}.>"]
-        )
-        cfg = api.ConsumerConfig(
-            filter_subjects=filters,
-            ack_policy=api.AckPolicy.NONE,
-            deliver_policy=api.DeliverPolicy.ALL,
-            inactive_threshold=60.0,
-            max_ack_pending=-1,
-        )
-        sub = await self.js.pull_subscribe(filters[0], durable=None, stream=STREAM, config=cfg)
-        try:
-            remaining = (await sub.consumer_info()).num_pending
-            while remaining > 0:
-                try:
-                    msgs = await sub.fetch(min(batch, remaining), timeout=5)
-                except TimeoutError:
-                    break
-                for m in msgs:
-                    remaining = m.metadata.num_pending
-                    try:
-                        event = ev_mod.decode(m.data)
-                    except ev_mod.UndecodableEvent:
-                        log.warning("replay skipped undecodable message %s", m.metadata.sequence.stream)
-                        continue
-                    if ev_mod.subject_of(event) != m.subject:
-                        log.warning("replay skipped %s: body does not match its subject", m.subject)
-                        continue
-                    yield m.metadata.sequence.stream, event
-        finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # the ephemeral consumer expires on its own
-                pass
-
-    async def run_ids(self) -> list[str]:
-        """Run ids that have a run.started event, sorted by name. The runner's ids are
-        `YYYYmmdd_HHMMSS_<6 hex>` (UTC), so for them name order is start order to the second (ids of one
-        second in hex order); ids chosen by hand or imported sort by name wherever their time falls."""
-        info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.*.run.started")
-        subjects = sorted((info.state.subjects or {}).keys())
-        return [s.split(".")[1] for s in subjects]
-
     @write
     async def claim(self, event: pb.Event) -> bool:
         """Publish the first fact of a subject, atomically: False (nothing written) when one is
@@ -285,24 +205,14 @@ class Bus:
             raise
         return not ack.duplicate  # within the duplicate window the server answers "duplicate" instead
 
-    async def run_ends(self, run_id: str) -> RunEnds:
-        """How the run's attempts ended so far, from the subjects alone (one request)."""
-        info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
-        kinds = [".".join(s.split(".")[2:4]) for s in (info.state.subjects or {})]
-        return RunEnds(
-            started=Kind.RUN_STARTED in kinds,
-            completed=Kind.RUN_COMPLETED in kinds,
-            ended=kinds.count(Kind.RUN_ENDED),
-            resumed=kinds.count(Kind.RUN_RESUMED),
-        )
-
     async def close(self, drain_timeout_s: float = 10.0) -> None:
         if self.nc.is_closed:
             return
         try:
             await asyncio.wait_for(self.nc.drain(), drain_timeout_s)
-        except (TimeoutError, nats.errors.Error):
-            await self.nc.close()
+        except (TimeoutError, OSError, nats.errors.Error):  # reconnecting, or the server is gone
+            with contextlib.suppress(TimeoutError, OSError, nats.errors.Error):
+                await asyncio.wait_for(self.nc.close(), drain_timeout_s)
 
 
 def file_sha256(path: Path) -> str:

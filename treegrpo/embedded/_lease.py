@@ -20,6 +20,7 @@ with SIGKILL. docs/ARCHITECTURE.md ("One embedded NATS per home") has the whole 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -80,7 +81,8 @@ class SharedNats:
         if self._lease is not None and self._lease.exists():
             lease = Lease.model_validate_json(self._lease.read_text())
             update = {"what": what, "run_id": run_id}
-            write_atomic(self._lease, lease.model_copy(update=update).model_dump_json())
+            with contextlib.suppress(OSError):  # a full disk: the lease holds all the same
+                write_atomic(self._lease, lease.model_copy(update=update).model_dump_json())
 
     def state(self) -> KeeperState | None:
         return read_state(self.paths)
@@ -89,18 +91,24 @@ class SharedNats:
         """Notes for the screen: the server restarted, or the keeper was gone and started again."""
         state = read_state(self.paths)
         if not keeper_running(state):
-            with locked(self.paths) as held:
-                state = read_state(self.paths)
-                if held and not keeper_running(state):
-                    old = state.port if state else 0
-                    state = self._start_keeper(old, Path(state.store) if state else None)
-                    return [f"the embedded NATS keeper was gone; started it again at {state.url}"]
-            return []
+            try:
+                return self._restart_keeper()
+            except (EmbeddedNatsError, OSError) as exc:  # the run's fault watch says the bus is down
+                return [f"the embedded NATS keeper is gone and did not start again: {exc}"]
         notes = []
         if state.restarts > self._restarts_seen:
             notes.append(f"the embedded nats-server was restarted: {state.last_restart}")
         self._restarts_seen = state.restarts
         return notes
+
+    def _restart_keeper(self) -> list[str]:
+        with locked(self.paths) as held:
+            state = read_state(self.paths)
+            if not held or keeper_running(state):  # another user of the home was quicker
+                return []
+            old = state.port if state else 0
+            state = self._start_keeper(old, Path(state.store) if state else None)
+            return [f"the embedded NATS keeper was gone; started it again at {state.url}"]
 
     def release(self) -> None:
         if self._lease is None:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from treegrpo._proc import running, start_time
 
 LOCK_WAIT_S = 60.0  # a holder does at most a server start or stop under the lock (seconds)
+STATE_BYTES = 4096  # keeper.json's fixed size (its fields are capped well below)
 
 
 class KeeperState(BaseModel):
@@ -101,10 +102,36 @@ def write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def write_state(paths: NatsPaths, state: KeeperState) -> None:
+    """Rewrite keeper.json in place, padded to `STATE_BYTES`, under an exclusive flock: once it
+    exists, rewriting it takes no new disk space, so the keeper can still say "disk full" when the
+    disk is full (a tmp file + rename would need space, and fail just then). Readers take a shared
+    flock, so they never see half a write."""
+    data = state.model_dump_json().encode()
+    data += b" " * (STATE_BYTES - 1 - len(data)) + b"\n"  # JSON allows trailing whitespace
+    fd = os.open(paths.state, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
 def read_state(paths: NatsPaths) -> KeeperState | None:
     try:
-        return KeeperState.model_validate_json(paths.state.read_text())
-    except (OSError, ValueError):
+        fd = os.open(paths.state, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        raw = os.pread(fd, 1 << 16, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return KeeperState.model_validate_json(raw)
+    except ValueError:
         return None
 
 

@@ -33,6 +33,7 @@ from treegrpo.embedded._state import (
     locked,
     read_state,
     write_atomic,
+    write_state,
 )
 
 log = logging.getLogger("treegrpo.keeper")
@@ -147,9 +148,12 @@ class Keeper:
     def _save(self) -> None:
         text = self.state.model_dump_json(exclude={"updated_at"})
         if text != self._saved:  # only on change: a file rewritten four times a second for nothing
-            self._saved = text
             self.state.updated_at = time.time()
-            write_atomic(self.paths.state, self.state.model_dump_json())
+            try:
+                write_state(self.paths, self.state)
+                self._saved = text
+            except OSError as exc:  # keeps the state in memory and tries again next turn
+                log.error("cannot write %s: %s", self.paths.state, exc)
 
     def shutdown(self) -> None:
         self.server.stop()
@@ -166,8 +170,13 @@ class Keeper:
         except (EmbeddedNatsError, OSError) as exc:
             log.error("nats-server did not start: %s", exc)
             return 1
-        self._save()
-        write_atomic(self.paths.url, self.server.url + "\n")
+        try:  # keeper.json made now, while there is space: later rewrites of it need none
+            write_state(self.paths, self.state)
+            write_atomic(self.paths.url, self.server.url + "\n")
+        except OSError as exc:
+            log.error("cannot write %s: %s", self.paths.root, exc)
+            self.server.stop()
+            return 1
         log.info("nats-server %s (pid %d) for %s", self.server.url, self.server.proc.pid, self.paths.root)
         while not self.stop.wait(TURN_S):
             if not self.turn():

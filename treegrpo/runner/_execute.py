@@ -6,18 +6,15 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from opentelemetry import trace
 from rich.console import Console
-from rich.live import Live
 
-from treegrpo import events as ev_mod
 from treegrpo._topology import SERVICES
-from treegrpo.bus import STREAM, Bus
+from treegrpo.bus import Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
 from treegrpo.events import Kind
@@ -25,6 +22,7 @@ from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+from treegrpo.runner._loop import BUS_DOWN, Loop, watch_forever
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
 from treegrpo.runner._supervisor import Supervisor
@@ -32,7 +30,6 @@ from treegrpo.runner._toml import dump_toml
 from treegrpo.telemetry import file_tracer
 
 log = logging.getLogger(__name__)
-BUS_DOWN = "bus_down"  # stopped because the bus took no writes for runner.bus_wait_s: resumable
 
 
 @dataclass
@@ -113,32 +110,6 @@ def write_configs(sections: dict[str, dict], run_dir: Path) -> dict[str, Path]:
     return paths
 
 
-async def watch(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
-    """Fold the run's events (from its first) into `progress` until `stop`."""
-    sub = await bus.js.subscribe(f"{ev_mod.SUBJECT_ROOT}.{run_id}.>", stream=STREAM, ordered_consumer=True)
-    try:
-        while not stop.is_set():
-            try:
-                msg = await sub.next_msg(timeout=0.5)
-            except TimeoutError:
-                continue
-            with contextlib.suppress(ev_mod.UndecodableEvent):
-                progress.apply(ev_mod.decode(msg.data))
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-
-
-async def _finish_step(progress: Progress, rf: RunFile) -> bool:
-    """True once rollout is complete and training caught up (or stopped coming)."""
-    if not progress.rollout_done:
-        return False
-    if progress.training_done:
-        return True
-    quiet_since = max(progress.last_step_at, progress.started)
-    return time.time() - quiet_since > rf.runner.learner_idle_s
-
-
 async def execute(
     rf: RunFile, resume: str = "", console: Console | None = None, resume_cmd: str = ""
 ) -> RunResult:
@@ -210,7 +181,7 @@ async def _execute(
     stop = asyncio.Event()
     outcome, reason = "failed", "the runner stopped unexpectedly"
     resume_line = (resume_cmd or "treegrpo run --resume {run_id}").format(run_id=spec.run_id)
-    watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
+    watcher = asyncio.create_task(watch_forever(bus, spec.run_id, progress, stop))
     try:
         sup.start_all()
         console.print(
@@ -219,7 +190,7 @@ async def _execute(
             f"E={spec.tree.expansions} G={spec.tree.group_size}, train={spec.train}, "
             f"max_staleness={spec.max_staleness}; logs in {run_dir / 'logs'}"
         )
-        outcome, reason = await _supervise(rf, sup, nats, faults, progress, console)
+        outcome, reason = await Loop(rf, sup, nats, faults, progress, console).run()
     except (KeyboardInterrupt, asyncio.CancelledError):
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
@@ -228,9 +199,10 @@ async def _execute(
         sup.stop_all(min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s)
         with contextlib.suppress(Exception):
             await watcher
+        wait = 3.0 if outcome == BUS_DOWN else 15.0  # a bus that took nothing for minutes: try briefly
         with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
             with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
-                await asyncio.wait_for(end_run(bus, spec.run_id, attempt, _logged(outcome), reason), 15)
+                await asyncio.wait_for(end_run(bus, spec.run_id, attempt, _logged(outcome), reason), wait)
     if outcome == "completed":
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"
@@ -265,51 +237,6 @@ def prepare_tasks(spec: RunSpec) -> None:
     builtin = [t for t in spec.tasks if t in BUILTINS]
     if builtin:  # ensure_builtin_tasks(tasks=[]) would mean every built-in
         ensure_builtin_tasks(tasks=builtin)
-
-
-async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
-    """The watcher re-subscribes after a NATS restart; `progress` ignores facts it already saw."""
-    while not stop.is_set():
-        try:
-            await watch(bus, run_id, progress, stop)
-        except Exception as exc:  # server restarts, slow consumers: start over, dedup by id
-            log.debug("watcher restarting after %s", exc)
-            await asyncio.sleep(0.5)
-
-
-async def _supervise(
-    rf: RunFile, sup: Supervisor, nats: NatsHandle, faults: FaultWatch, progress: Progress, console: Console
-) -> tuple[str, str]:
-    """(outcome, reason) once the run completed or failed; faults are printed as they begin and clear."""
-    deadline = time.time() + rf.runner.timeout_s if rf.runner.timeout_s else float("inf")
-    services = lambda: {n: (p.alive, p.restarts, sup.state(p)) for n, p in sup.procs.items()}  # noqa: E731
-    with Live(
-        progress.table(services(), faults.lines),
-        console=console,
-        refresh_per_second=2,
-        transient=False,
-        auto_refresh=rf.runner.live,
-    ) as live:
-        while True:
-            await asyncio.sleep(0.5)
-            for note in [*nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]:
-                console.print(f"[yellow]{note}[/]", soft_wrap=True)
-            live.update(progress.table(services(), faults.lines))
-            if sup.failures:
-                return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
-            if sup.gave_up:
-                console.print(f"[red]gave up on {', '.join(sup.gave_up)}; see {sup.run_dir / 'logs'}[/]")
-                return "failed", f"gave up restarting {', '.join(sup.gave_up)} (runner.max_restarts)"
-            if await _finish_step(progress, rf):
-                return "completed", "every round complete and trained"
-            fault = faults.stop_reason()
-            if fault is not None:
-                waited = time.time() - faults.down_since()
-                fix = f"; {fault.fix}" if fault.fix else ""
-                return BUS_DOWN, f"{fault.what}, no writes for {waited:,.0f}s (runner.bus_wait_s){fix}"
-            if time.time() > deadline:
-                console.print(f"[red]run exceeded timeout_s={rf.runner.timeout_s}[/]")
-                return "failed", f"exceeded runner.timeout_s={rf.runner.timeout_s:g}"
 
 
 async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> bool:

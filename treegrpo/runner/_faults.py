@@ -52,16 +52,12 @@ class FaultWatch:
             self._down_since = 0.0
         else:
             self._down_since = self._down_since or now
-        store = store_findings(
-            self.nats.state(), self.nats.shared.paths.keeper_log if self.nats.shared else None
-        )
-        full = {f.key for f in store} & {"store:full"}
-        disks = {k: p for k, p in self.folders.items() if not (full and p == self.nats.store)}
+        keeper_log = self.nats.shared.paths.keeper_log if self.nats.shared else None
         return [
-            *store,
+            *store_findings(self.nats.state(), keeper_log),
             *connection_findings(self.nats.url, self._down_since, self.nats.embedded),
             *heartbeat_findings(self.beats()),
-            *disk_findings(disks, self.min_free_mb),
+            *disk_findings(self.folders, self.min_free_mb),
         ]
 
     def check(self) -> list[str]:
