@@ -135,7 +135,8 @@ def heartbeat_findings(beats: list[Heartbeat]) -> list[Finding]:
                 "services:bus-writes",
                 f"{names} cannot write to the bus: {failing[0].bus_error}",
                 since=failing[0].bus_error_since,
-                after="they retry by themselves; nothing is lost",
+                after=("they retry by themselves" if len(failing) > 1 else "it retries by itself")
+                + "; nothing is lost",
                 bus=True,
             )
         )

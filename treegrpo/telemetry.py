@@ -51,8 +51,11 @@ class OtlpJsonFileExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         line = json.dumps(otlp_json(spans), separators=(",", ":")) + "\n"
-        with self._lock, open(self._path, "a") as fh:
-            fh.write(line)
+        try:
+            with self._lock, open(self._path, "a") as fh:
+                fh.write(line)
+        except OSError:  # a full disk loses spans, never the work (nor a traceback on the screen)
+            return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:

@@ -97,7 +97,7 @@ class SharedNats:
                 return [f"the embedded NATS keeper is gone and did not start again: {exc}"]
         notes = []
         if state.restarts > self._restarts_seen:
-            notes.append(f"the embedded nats-server was restarted: {state.last_restart}")
+            notes.append(f"the embedded nats-server was restarted ({state.last_restart}); nothing is lost")
         self._restarts_seen = state.restarts
         return notes
 

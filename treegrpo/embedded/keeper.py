@@ -120,14 +120,14 @@ class Keeper:
         now = time.monotonic()
         proc = self.server.proc
         if proc is not None and proc.poll() is not None and not self.state.server_down:
-            self._restart(f"nats-server exited ({proc.returncode}); restarted on the same port and store")
+            self._restart(f"nats-server exited ({proc.returncode}); same port, same store")
         elif self.state.server_down and now >= self._retry_at:
-            self._restart("nats-server started again after it could not")
+            self._restart("it could not start at the last try")
         if self.state.write_error:
             self.state.free_mb = _free_mb(Path(self.state.store))
             if self.state.free_mb >= RECOVER_FREE_MB and now >= self._retry_at:
                 self._restart(
-                    f"restarted after the store's write errors, {self.state.free_mb:,.0f} MB free again"
+                    f"after its store's write errors, now that {self.state.free_mb:,.0f} MB are free"
                 )
         if now >= self._next_lease_check:
             self._next_lease_check = now + LEASE_CHECK_S

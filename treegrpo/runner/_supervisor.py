@@ -62,10 +62,13 @@ class Supervisor:
         self.procs[name] = Proc(name, argv, self.run_dir / "logs" / f"{name}.log", env, health_file)
 
     def _spawn(self, p: Proc) -> None:
-        p.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(p.log_path, "ab")
-        log.write(f"\n==== start {time.strftime('%H:%M:%S')} (restart {p.restarts}) ====\n".encode())
-        log.flush()
+        try:
+            p.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(p.log_path, "ab")
+            log.write(f"\n==== start {time.strftime('%H:%M:%S')} (restart {p.restarts}) ====\n".encode())
+            log.flush()
+        except OSError:  # a full disk: the service runs all the same, unlogged, rather than not at all
+            log = open(os.devnull, "wb")
         p.proc = subprocess.Popen(
             p.argv,
             stdout=log,
@@ -189,5 +192,8 @@ class Supervisor:
     def _write_pids(self) -> None:
         path = self.run_dir / "pids.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.pids()))
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(self.pids()))
+            tmp.replace(path)
+        except OSError:  # a full disk: the file is for fault-injection tests, not for the run
+            tmp.unlink(missing_ok=True)
