@@ -150,7 +150,12 @@ def home_findings(home: Path) -> tuple[list[str], list[Finding]]:
     state = read_state(paths)
     leases = live_leases(paths, prune=False)
     if not keeper_running(state):
-        return [], []
+        if not paths.store.exists():
+            return [], []
+        return [
+            f"no embedded nats-server runs for {home} now: it runs while a `treegrpo run`, `report` or "
+            "`nats up` uses it"
+        ], []
     users = ", ".join(f"{lease.what} (pid {lease.pid})" for lease in leases) or "nobody (stopping)"
     notes = [f"embedded nats-server {state.url} (store {state.store}); in use by: {users}"]
     if state.restarts:

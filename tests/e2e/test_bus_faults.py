@@ -173,6 +173,13 @@ def test_a_full_disk_not_freed_stops_the_run_with_one_line_and_resume_finishes_i
         )
         ballast, named = fill_after_first_step(home, proc)
         filled = time.monotonic()
+        health = subprocess.run(  # what `treegrpo health` says meanwhile, from outside the run
+            [sys.executable, "-m", "treegrpo.cli", "health"], env=env_for(home), cwd=ROOT, capture_output=True
+        )
+        said = health.stdout.decode().replace("\n", "")
+        assert (
+            health.returncode == 1 and f"unhealthy: disk full: NATS cannot store events under {home}" in said
+        )
         assert proc.wait(120) == 1
         stopped = time.monotonic() - filled
         text = screen(home)

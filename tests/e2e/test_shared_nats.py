@@ -110,6 +110,12 @@ def _sets(model, rounds: int) -> list[str]:
     ]
 
 
+def health_of(home) -> str:
+    argv = [sys.executable, "-m", "treegrpo.cli", "health"]
+    done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
 def _run_id_of(log_path) -> str:
     found = RUN_ID.search(log_path.read_text())
     assert found, log_path.read_text()[-3000:]
@@ -146,6 +152,11 @@ def test_two_runs_a_few_seconds_apart_share_one_embedded_server_that_goes_away_a
     short = start_run(home, RUN_SMALL, *_sets(model, 1), log_path=home / "a.log")
     time.sleep(4)
     long = start_run(home, RUN_SMALL, *_sets(model, 3), log_path=home / "b.log")
+    while not RUN_ID.search((home / "b.log").read_text()) and short.poll() is None:
+        time.sleep(0.2)
+    health = health_of(home)  # `treegrpo health` names who shares the server
+    assert f"in use by: treegrpo run {_run_id_of(home / 'a.log')}" in health.replace("\n", "")
+    assert f"treegrpo run {_run_id_of(home / 'b.log')}" in health.replace("\n", "")
     while short.poll() is None:
         _note_servers(home, seen)
         time.sleep(0.2)
