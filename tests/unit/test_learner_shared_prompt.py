@@ -39,7 +39,7 @@ def policy(seed: int = 0):
     model = wrap_lora(tiny_qwen35(seed=seed), LORA)
     torch.manual_seed(seed + 1)
     with torch.no_grad():  # LoRA B starts at zero, which would leave every A gradient zero
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if p.requires_grad:
                 p.normal_(0.0, 0.3)
     return model

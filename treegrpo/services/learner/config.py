@@ -94,7 +94,7 @@ class LearnerConfig(ServiceSettings):
     )
     share_prompts: bool = Field(
         default=True,
-        description="Siblings with the same prompt compute it once per micro-batch (exact; see docs/LEARNER.md)",
+        description="Siblings with the same prompt compute it once per micro-batch (exact; docs/LEARNER.md)",
     )
     gdn_backend: Literal["auto", "fla", "torch"] = Field(
         default="auto",
