@@ -10,12 +10,15 @@ export OMP_WAIT_POLICY ?= PASSIVE
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# the core and the four services (each its own distribution under services/<name>/), editable, every extra
+DISTS := -e '.[dev]' -e 'services/sampler[hf,openai]' -e services/executor -e services/grader -e services/learner
+
+$(STAMP): pyproject.toml $(wildcard services/*/pyproject.toml)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q $(DISTS)
 	touch $(STAMP)
 
 proto: setup

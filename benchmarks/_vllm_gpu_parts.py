@@ -97,8 +97,8 @@ def fresh(prompts: list, salt: int = 1) -> list:
 
 
 def vllm_backend(a, model_dir: Path):
-    from treegrpo.services.sampler.backends._vllm import VllmBackend
-    from treegrpo.services.sampler.config import VllmSettings
+    from treegrpo_sampler.backends._vllm import VllmBackend
+    from treegrpo_sampler.config import VllmSettings
 
     settings = VllmSettings(
         dtype=a.dtype,
@@ -126,14 +126,14 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
     from treegrpo import events
     from treegrpo.bus import ADAPTERS, Bus
     from treegrpo.embedded import EmbeddedNats
-    from treegrpo.services.sampler import (
+    from treegrpo.v1 import events_pb2 as pb
+    from treegrpo_sampler import (
         AdapterLoader,
         SamplingParams,
         VersionGate,
         WeightReceiver,
         push_adapter,
     )
-    from treegrpo.v1 import events_pb2 as pb
 
     nats = EmbeddedNats(work / "nats").start()
     bus = await Bus.connect(nats.url, "bench/sampler", timeout_s=10)
@@ -183,8 +183,8 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
 
 def learner(a, model_dir: Path, adapters: list[Path]):
     """The learner's own model and recomputation path, bf16 like its training run."""
-    from treegrpo.services.learner._model import load_base, wrap_lora
-    from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings
+    from treegrpo_learner._model import load_base, wrap_lora
+    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
 
     base = load_base(model_dir, a.dtype, a.device)
     model = wrap_lora(base, None, adapter_dir=adapters[0])
@@ -202,7 +202,7 @@ def compare(trainer, completions, adapter_name: str) -> tuple[list[float], list[
     """(learner - vLLM) per token, and the raw importance ratios exp(learner - vLLM)."""
     import torch
 
-    from treegrpo.services.learner._packing import SeqSpec
+    from treegrpo_learner._packing import SeqSpec
 
     trainer.model.set_adapter(adapter_name)
     seqs = [SeqSpec(tuple(c.prompt_token_ids), tuple(c.token_ids)) for c in completions]
@@ -265,9 +265,9 @@ async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled
 
 async def qwen35_phase(a, rec, work: Path) -> None:
     """Adapter trained through AutoModelForCausalLM, served by vLLM's Qwen3_5ForConditionalGeneration."""
-    from treegrpo.services.sampler import SamplingParams
-    from treegrpo.services.sampler.backends._vllm import VllmBackend
-    from treegrpo.services.sampler.config import VllmSettings
+    from treegrpo_sampler import SamplingParams
+    from treegrpo_sampler.backends._vllm import VllmBackend
+    from treegrpo_sampler.config import VllmSettings
 
     model = await asyncio.to_thread(M.build_qwen35, work / "q35", a.device)
     adapter = await asyncio.to_thread(M.qwen35_causal_adapter, model, work / "q35-lora", a.device)

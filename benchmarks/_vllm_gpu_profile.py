@@ -135,7 +135,7 @@ def profile_phase(a, rec, model_dir: Path, adapters: list[Path]) -> None:
 
 
 async def hf_swap_phase(a, rec, model_dir: Path, adapters: list[Path]) -> None:
-    from treegrpo.services.sampler.backends._hf import HfBackend
+    from treegrpo_sampler.backends._hf import HfBackend
 
     hf = HfBackend(model_dir, a.device, a.dtype)
     runs = []

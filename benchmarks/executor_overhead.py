@@ -33,7 +33,7 @@ sys.path.insert(0, SRC)
 
 from rich.progress import Progress  # noqa: E402
 
-from treegrpo.services.executor import ExecutorConfig, Job, Limits, LocalBackend, parse_declaration  # noqa: E402
+from treegrpo_executor import ExecutorConfig, Job, Limits, LocalBackend, parse_declaration  # noqa: E402
 
 
 async def bare_start() -> float:

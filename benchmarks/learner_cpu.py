@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora  # noqa: E402
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample  # noqa: E402
+from treegrpo_learner._model import tiny_qwen3, wrap_lora  # noqa: E402
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample  # noqa: E402
 
 
 def samples(n: int, vocab: int, seed: int = 0) -> list[TrainSample]:

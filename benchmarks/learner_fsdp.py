@@ -93,8 +93,8 @@ def log(msg: str) -> None:
 def build_model(shape: str, device: torch.device, tiny: bool, checkpointing: bool):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from treegrpo.services.learner._attention import register
-    from treegrpo.services.learner._model import wrap_lora
+    from treegrpo_learner._attention import register
+    from treegrpo_learner._model import wrap_lora
 
     register()
     cfg = Qwen3Config(
@@ -120,7 +120,7 @@ def build_model(shape: str, device: torch.device, tiny: bool, checkpointing: boo
 
 
 def make_samples(count: int, length: int, vocab: int, seed: int):
-    from treegrpo.services.learner._trainer import TrainSample
+    from treegrpo_learner._trainer import TrainSample
 
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -158,8 +158,8 @@ def phase_main(rank: int, world: int, job: dict, port: int, result: str) -> None
     """One rank of one phase: build, shard (unless the baseline), time each batch, rank 0 writes."""
     import torch.distributed as dist
 
-    from treegrpo.services.learner._ranks import init_ranks
-    from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings
+    from treegrpo_learner._ranks import init_ranks
+    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
 
     device = torch.device(f"cuda:{rank}" if job["device"] == "cuda" else "cpu")
     if device.type == "cpu":
@@ -225,7 +225,7 @@ def phase_main(rank: int, world: int, job: dict, port: int, result: str) -> None
 def run_phase(job: dict, world: int) -> list[dict]:
     import torch.multiprocessing as mp
 
-    from treegrpo.services.learner._ranks import free_port
+    from treegrpo_learner._ranks import free_port
 
     log(f"phase {job['name']}: {world} rank(s)")
     with tempfile.TemporaryDirectory() as tmp:

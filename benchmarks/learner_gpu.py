@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from treegrpo.services.learner._logprobs import full_logprobs  # noqa: E402
-from treegrpo.services.learner._model import parts, wrap_lora  # noqa: E402
-from treegrpo.services.learner._packing import SeqSpec  # noqa: E402
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample  # noqa: E402
+from treegrpo_learner._logprobs import full_logprobs  # noqa: E402
+from treegrpo_learner._model import parts, wrap_lora  # noqa: E402
+from treegrpo_learner._packing import SeqSpec  # noqa: E402
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample  # noqa: E402
 
 PEAK = 989e12
 LORA = SimpleNamespace(r=32, alpha=32.0, dropout=0.0, target_modules="all-linear")
@@ -60,7 +60,7 @@ def matmul_ceiling() -> float:
 
 
 def build(part: str):
-    from treegrpo.services.learner._attention import register
+    from treegrpo_learner._attention import register
 
     register()
     if part == "qwen3":
@@ -210,7 +210,7 @@ def check_correctness(model, vocab: int) -> dict:
 
 
 def run_part(args) -> None:
-    from treegrpo.services.learner._attention import _varlen, packing_is_exact
+    from treegrpo_learner._attention import _varlen, packing_is_exact
 
     env = {
         "name": "env",

@@ -1,6 +1,6 @@
 """Which learner settings make the demo policy learn: train arms vs a no-train control, over seeds.
 
-    python benchmarks/learning_sweep.py --config treegrpo/configs/learning-cpu.toml --seeds 0 1 2 \\
+    python benchmarks/learning_sweep.py --config treegrpo/examples/learning-cpu.toml --seeds 0 1 2 \\
         --setting base= --setting lr3e-3=learner.lr=3e-3,learner.mini_batches=4 --home /tmp/sweep
 
 Each (setting, seed) is one `treegrpo run CONFIG` (train arm); each seed also gets one control,
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def demo_policy(home: Path) -> Path:
-    from treegrpo.services.learner.sft import prepare_demo_policy
+    from treegrpo_learner.sft import prepare_demo_policy
 
     return prepare_demo_policy(home / "demo", show_progress=False)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.embedded import EmbeddedNats
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner._publish import write_archive
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner._publish import write_archive
+from treegrpo_learner.config import LoraSettings
 
 DTYPES = ("float32", "bfloat16")
 

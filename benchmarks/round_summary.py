@@ -27,10 +27,10 @@ from treegrpo.archive import RunFacts, SampledFacts, node_record, round_summary
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
 from treegrpo.embedded import EmbeddedNats
-from treegrpo.services.sampler import SamplerConfig
-from treegrpo.services.sampler._state import RunState
-from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler import SamplerConfig
+from treegrpo_sampler._state import RunState
+from treegrpo_sampler.service import SamplerService
 
 
 def round_events(run: str, r: int, nodes: int) -> tuple[list[pb.Event], list[pb.NodeSampled]]:

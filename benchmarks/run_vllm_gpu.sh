@@ -17,7 +17,7 @@ if [ ! -f "$SITE/.installed" ]; then
   touch "$SITE/.installed"
 fi
 tail -2 "$OUT/install.log" 2>/dev/null
-export PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 \
+export PYTHONPATH=$SITE:$PWD:$PWD/services/sampler:$PWD/services/executor:$PWD/services/grader:$PWD/services/learner PATH=$SITE/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 \
        HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 TOKENIZERS_PARALLELISM=false
 nvidia-smi dmon -s um -d 2 > "$OUT/dmon.log" 2>&1 &
 dmon=$!

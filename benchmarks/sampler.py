@@ -31,7 +31,7 @@ from rich.console import Console  # noqa: E402
 
 from treegrpo.models import build_model  # noqa: E402
 from treegrpo.prompts import render_prompt  # noqa: E402
-from treegrpo.services.sampler import SamplerConfig, SamplingParams, create_backend  # noqa: E402
+from treegrpo_sampler import SamplerConfig, SamplingParams, create_backend  # noqa: E402
 
 console = Console(stderr=True)
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
@@ -102,8 +102,8 @@ async def swap_times(backend, model_dir: Path, tmp: Path, repeats: int, rank: in
     from treegrpo import events
     from treegrpo.bus import ADAPTERS, Bus
     from treegrpo.embedded import EmbeddedNats
-    from treegrpo.services.sampler import AdapterLoader, VersionGate, WeightReceiver, push_adapter
     from treegrpo.v1 import events_pb2 as pb
+    from treegrpo_sampler import AdapterLoader, VersionGate, WeightReceiver, push_adapter
 
     tars = [lora_tar(model_dir, tmp / f"a{v}", v, rank) for v in range(1, 2 * repeats + 2)]
     backend_swaps = []

@@ -58,7 +58,7 @@ def random_lora(model_dir: Path, out: Path, seed: int, rank: int) -> Path:
 
 async def group_tok_s(backend, group: int, tokens: int, repeats: int, label: str) -> list[float]:
     from treegrpo.prompts import render_prompt
-    from treegrpo.services.sampler import SamplingParams
+    from treegrpo_sampler import SamplingParams
 
     msgs = render_prompt("draft", DESCRIPTION, OVERVIEW)
     await backend.generate(msgs, 2, SamplingParams(max_new_tokens=8, seed=1))  # warm-up
@@ -96,9 +96,9 @@ async def one_backend(backend, adapters: list[Path], args, label: str) -> dict:
 
 
 async def measure(model: Path, adapters: list[Path], args) -> dict:
-    from treegrpo.services.sampler.backends._hf import HfBackend
-    from treegrpo.services.sampler.backends._vllm import VllmBackend
-    from treegrpo.services.sampler.config import VllmSettings
+    from treegrpo_sampler.backends._hf import HfBackend
+    from treegrpo_sampler.backends._vllm import VllmBackend
+    from treegrpo_sampler.config import VllmSettings
 
     hf = await one_backend(HfBackend(model), adapters, args, "hf")
     gc.collect()

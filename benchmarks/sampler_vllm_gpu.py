@@ -59,7 +59,7 @@ class Record:
 
 async def groups_at_once(backend, prompts, group: int, tokens: int, seed: int) -> dict:
     """All prompts' groups in flight together (as the sampler's max_concurrent_groups does)."""
-    from treegrpo.services.sampler import SamplingParams
+    from treegrpo_sampler import SamplingParams
 
     t0 = time.perf_counter()
     done: list[float] = []
@@ -86,7 +86,7 @@ def strip(run: dict) -> dict:
 
 
 async def hf_phase(a, rec, model, adapter, prompts) -> None:
-    from treegrpo.services.sampler.backends._hf import HfBackend
+    from treegrpo_sampler.backends._hf import HfBackend
 
     hf = HfBackend(model, a.device, a.dtype)
     await hf.load_adapter(1, adapter)

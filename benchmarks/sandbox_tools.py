@@ -4,9 +4,9 @@ Interleaved samples, same machine, same run:
   bare      python -c pass
   bwrap     bubblewrap: all namespaces (user included, for --uid), / read-only, private /proc /dev
             /tmp /var/tmp /run /dev/shm, a tmpfs workspace, uid drop, --die-with-parent
-  launcher  treegrpo/services/executor/_launch.py: pid/mount/net/ipc/uts namespaces, a tmpfs workspace with
-            a byte and an inode limit, private /tmp /var/tmp /run /dev/shm /dev/mqueue, uid drop,
-            rlimits, the keyring seccomp filter (no cgroup, no loop image: the tool's own cost)
+  launcher  services/executor/treegrpo_executor/_launch.py: pid/mount/net/ipc/uts namespaces, a tmpfs
+            workspace with a byte and an inode limit, private /tmp /var/tmp /run /dev/shm /dev/mqueue,
+            uid drop, rlimits, the keyring seccomp filter (no cgroup, no loop image: the tool's own cost)
 
     python benchmarks/sandbox_tools.py --samples 40
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from treegrpo.services.executor._launch import encode_spec  # noqa: E402
+from treegrpo_executor._launch import encode_spec  # noqa: E402
 
 LAUNCHER = ROOT / "services" / "executor" / "_launch.py"
 PY = sys.executable

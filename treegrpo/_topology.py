@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from treegrpo._kinds import Kind
 
 RUNNER = "runner"  # `treegrpo run` (treegrpo/runner/)
-SAMPLER = "sampler"  # the services (treegrpo/services/<name>/)
+SAMPLER = "sampler"  # the services (services/<name>/, registered by entry points: treegrpo/registry.py)
 EXECUTOR = "executor"
 GRADER = "grader"
 LEARNER = "learner"
+SERVICES = (SAMPLER, EXECUTOR, GRADER, LEARNER)  # in the order the runner starts them
 CONSUMER = "consumer"  # any service's consumer loop (treegrpo/bus/), onto the dead-letter stream
 
 

@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1.7
-# One image per service, each with only its own extra:
+# One image per service: the core distribution (treegrpo) plus one service's (services/<name>/), each
+# with only the dependencies it declares:
 #   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=grader -t treegrpo/grader:0.1.0 .
 # (docker compose -f deploy/compose.yaml build does this for all four.)
 #
@@ -9,10 +10,12 @@
 # and --build-arg PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:<digest>.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
-# ---- build: a virtual environment holding treegrpo[<service>] and nothing else --------------------
+# ---- build: a virtual environment holding treegrpo + treegrpo-<service> and nothing else -----------
 FROM ${PYTHON_IMAGE} AS build
 ARG SERVICE
-# Extra packages on top of the extra, e.g. the ML stack the executor's local sandbox gives scripts
+# The service's extras, e.g. "[hf,openai]" for the sampler's in-process backends.
+ARG SERVICE_EXTRAS=""
+# Extra packages on top, e.g. the ML stack the executor's local sandbox gives scripts
 # ("numpy pandas scikit-learn pillow"), or "vllm==<version>" for a GPU sampler.
 ARG EXTRA_PACKAGES=""
 RUN case "${SERVICE}" in sampler|executor|grader|learner) ;; \
@@ -20,11 +23,13 @@ RUN case "${SERVICE}" in sampler|executor|grader|learner) ;; \
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/treegrpo
 WORKDIR /src
-# Dependencies first (their layer survives code edits), then the code.
+# The core first: the same layer in all four images, so they share it. Then the one service.
 COPY pyproject.toml README.md ./
 COPY treegrpo ./treegrpo
-RUN /opt/treegrpo/bin/pip install ".[${SERVICE}]" ${EXTRA_PACKAGES} \
- && /opt/treegrpo/bin/treegrpo --help >/dev/null
+RUN /opt/treegrpo/bin/pip install .
+COPY services/${SERVICE} ./services/${SERVICE}
+RUN /opt/treegrpo/bin/pip install "./services/${SERVICE}${SERVICE_EXTRAS}" ${EXTRA_PACKAGES} \
+ && /opt/treegrpo/bin/treegrpo serve "${SERVICE}" --help >/dev/null
 
 # ---- runtime: the venv, a non-root user, no compilers, no source tree ------------------------------
 FROM ${PYTHON_IMAGE} AS runtime

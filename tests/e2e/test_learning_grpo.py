@@ -7,7 +7,7 @@ a script (token id mod the number of scripts). Each round samples one group of G
 each sibling's outcome is the picked script's REAL outcome on the generated task data (final
 status and oriented metric recorded in treegrpo/data/corpus/manifest.json by `verify_corpus`: the grader's own
 grading of a real execution, not re-run here to keep the test minutes long). Rewards are the
-grader's shaping (`treegrpo.services.grader.rewards.group_rewards`), advantages the learner's plain `grpo`
+grader's shaping (`treegrpo_grader.rewards.group_rewards`), advantages the learner's plain `grpo`
 estimator, the loss the learner's `policy_loss` (PPO clip, token-mean), one AdamW step per round.
 
 What it shows: mean group reward rises because the policy learns to stop picking scripts that
@@ -34,10 +34,10 @@ import pytest
 import torch
 
 from treegrpo import advantages
-from treegrpo.services.grader.rewards import Member, Shaping, group_rewards
-from treegrpo.services.learner._loss import LossSettings, policy_loss
-from treegrpo.services.learner._model import parts, tiny_qwen3
-from treegrpo.services.learner.sft import load_corpus
+from treegrpo_grader.rewards import Member, Shaping, group_rewards
+from treegrpo_learner._loss import LossSettings, policy_loss
+from treegrpo_learner._model import parts, tiny_qwen3
+from treegrpo_learner.sft import load_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -49,7 +49,7 @@ def outcomes() -> dict[str, list[tuple[str, float | None]]]:
     out: dict[str, list[tuple[str, float | None]]] = {}
     for s in load_corpus():
         assert s.verified is not None, (
-            f"{s.file} is unverified: run python -m treegrpo.services.learner.sft.verify_corpus"
+            f"{s.file} is unverified: run python -m treegrpo_learner.sft.verify_corpus"
         )
         out.setdefault(s.task, []).append((s.verified.status, s.verified.oriented))
     return out

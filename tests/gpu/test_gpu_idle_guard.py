@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.services.executor import (
+from treegrpo_executor import (
     ExecutorConfig,
     Job,
     Limits,

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._model import load_base, save_tiny, wrap_lora
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._model import load_base, save_tiny, wrap_lora
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
 
 pytestmark = [
     pytest.mark.gpu,
@@ -44,7 +44,7 @@ def batch(n: int, seed: int) -> list[TrainSample]:
 
 
 def test_two_gpu_step_matches_one_gpu_and_resumes_bit_for_bit(tmp_path):
-    from treegrpo.services.learner._ranks import RankedTrainer, RankSpec
+    from treegrpo_learner._ranks import RankedTrainer, RankSpec
 
     model_dir = save_tiny(tmp_path / "model", vocab=512, hidden=128, layers=2)
     torch.manual_seed(0)

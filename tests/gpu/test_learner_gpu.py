@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from treegrpo.services.learner._logprobs import chunked_logprobs, full_logprobs
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner._packing import SeqSpec
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner._logprobs import chunked_logprobs, full_logprobs
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner._packing import SeqSpec
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner.config import LoraSettings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -27,9 +27,9 @@ from tests.integration.test_sampler_vllm_helpers import (
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
 from treegrpo.events import Kind
-from treegrpo.services.sampler import SamplerConfig
-from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler import SamplerConfig
+from treegrpo_sampler.service import SamplerService
 
 pytestmark = [
     pytest.mark.gpu,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from treegrpo.services.executor import ExecutorConfig, Job, Limits, LocalBackend, Outcome, parse_declaration
+from treegrpo_executor import ExecutorConfig, Job, Limits, LocalBackend, Outcome, parse_declaration
 
 # a uid range of our own: another executor on this machine (a demo, another test run) uses 61000+
 UID_BASE = 62000 + (os.getpid() % 400) * 8

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from executor_helpers import make_config, run_code
 
-from treegrpo.services.executor import LocalBackend, TraceReader
+from treegrpo_executor import LocalBackend, TraceReader
 
 pytestmark = pytest.mark.timeout(60)
 GPU_HEADER = "# /// script\n# [tool.resources]\n# cpu = 1\n# gpu = 1\n# ///\n"

@@ -13,10 +13,10 @@ from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
-from treegrpo.services.executor import ExecutorConfig, Job, Limits, parse_declaration
-from treegrpo.services.executor._k8s import K8sBackend
-from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_executor import ExecutorConfig, Job, Limits, parse_declaration
+from treegrpo_executor._k8s import K8sBackend
+from treegrpo_executor.service import ExecutorService
 
 pytestmark = pytest.mark.timeout(90)
 OK_CODE = (

@@ -16,9 +16,9 @@ from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec, load
 from treegrpo.events import Kind
-from treegrpo.services.executor.config import ExecutorConfig
-from treegrpo.services.executor.service import ExecutorService
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_executor.config import ExecutorConfig
+from treegrpo_executor.service import ExecutorService
 
 pytestmark = pytest.mark.timeout(90)
 RUN = "r1"

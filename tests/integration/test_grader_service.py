@@ -14,11 +14,11 @@ from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.events import Kind
-from treegrpo.services.grader.config import GraderConfig
-from treegrpo.services.grader.rewards import sigmoid
-from treegrpo.services.grader.service import GraderService
 from treegrpo.tasks import ensure_builtin_tasks, grade_submission
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_grader.config import GraderConfig
+from treegrpo_grader.rewards import sigmoid
+from treegrpo_grader.service import GraderService
 
 pytestmark = pytest.mark.timeout(90)
 RUN, TASK, ROUND, STEP, G = "r1", "spooky-mini", 1, 0, 4

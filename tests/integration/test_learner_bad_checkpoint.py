@@ -19,8 +19,8 @@ import pytest
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
 from treegrpo.events import Kind
 from treegrpo.service import EXIT_PERMANENT
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._model import save_tiny
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._model import save_tiny
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
 from treegrpo.events import Kind
-from treegrpo.services.learner._model import save_tiny
+from treegrpo_learner._model import save_tiny
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from tests.learner_events import learner_steps, run_spec, scored_group, start_ru
 from treegrpo.bus import ADAPTERS
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.events import Kind
-from treegrpo.services.learner.config import LearnerConfig
-from treegrpo.services.learner.service import LearnerService
+from treegrpo_learner.config import LearnerConfig
+from treegrpo_learner.service import LearnerService
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,9 +74,9 @@ async def wait_steps(bus, run_id: str, n: int, timeout: float = 60.0):
 
 
 async def real_receiver(bus, model: Path, workdir: Path):
-    from treegrpo.services.sampler._adapters import AdapterLoader, VersionGate
-    from treegrpo.services.sampler._weights import WeightReceiver
-    from treegrpo.services.sampler.backends._hf import HfBackend
+    from treegrpo_sampler._adapters import AdapterLoader, VersionGate
+    from treegrpo_sampler._weights import WeightReceiver
+    from treegrpo_sampler.backends._hf import HfBackend
 
     workdir.mkdir(parents=True, exist_ok=True)
     backend = HfBackend(model, torch_threads=1)

@@ -13,7 +13,7 @@ from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.events import Kind
 from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
-from treegrpo.services.sampler.service import SamplerService
+from treegrpo_sampler.service import SamplerService
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -100,9 +100,9 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
     bus, nats_server, tmp_path, monkeypatch
 ):
     from tests.learner_events import learner_steps, run_spec, scored_group, start_run
-    from treegrpo.services.learner._model import save_tiny
-    from treegrpo.services.learner.config import LearnerConfig
-    from treegrpo.services.learner.service import LearnerService
+    from treegrpo_learner._model import save_tiny
+    from treegrpo_learner.config import LearnerConfig
+    from treegrpo_learner.service import LearnerService
 
     monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path / "home"))  # checkpoints per run under it
     model = save_tiny(tmp_path / "model")

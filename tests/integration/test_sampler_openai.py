@@ -22,9 +22,9 @@ from test_sampler_vllm_helpers import (
     vllm_env,
 )
 
-from treegrpo.services.sampler.backends._base import SamplingParams
-from treegrpo.services.sampler.backends._openai import OpenAIBackend
-from treegrpo.services.sampler.config import OpenAISettings
+from treegrpo_sampler.backends._base import SamplingParams
+from treegrpo_sampler.backends._openai import OpenAIBackend
+from treegrpo_sampler.config import OpenAISettings
 
 TOKEN_A, TOKEN_B = 100, 200
 MESSAGES = [

@@ -21,9 +21,9 @@ from treegrpo.archive import export_runs
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
-from treegrpo.services.sampler import SamplerConfig
-from treegrpo.services.sampler.service import SamplerService
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler import SamplerConfig
+from treegrpo_sampler.service import SamplerService
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,9 +23,9 @@ MESSAGES = [
 
 
 async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) -> dict:
-    from treegrpo.services.sampler.backends._base import SamplingParams
-    from treegrpo.services.sampler.backends._vllm import VllmBackend
-    from treegrpo.services.sampler.config import VllmSettings
+    from treegrpo_sampler.backends._base import SamplingParams
+    from treegrpo_sampler.backends._vllm import VllmBackend
+    from treegrpo_sampler.config import VllmSettings
 
     settings = VllmSettings(
         dtype="float32",

@@ -12,15 +12,15 @@ import torch
 from treegrpo import events
 from treegrpo.bus import ADAPTERS
 from treegrpo.events import Kind
-from treegrpo.services.sampler import (
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler import (
     AdapterLoader,
     SamplingParams,
     VersionGate,
     WeightReceiver,
     push_adapter,
 )
-from treegrpo.services.sampler.backends._hf import HfBackend
-from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(120)
 RUN = "wrun"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from treegrpo import events as ev
-from treegrpo.services.learner.sft import ArchiveSettings, SftConfig, archive_pairs
-from treegrpo.services.learner.sft._run import build_pairs
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_learner.sft import ArchiveSettings, SftConfig, archive_pairs
+from treegrpo_learner.sft._run import build_pairs
 
 pytestmark = pytest.mark.timeout(60)
 RUN = "sftrun1"

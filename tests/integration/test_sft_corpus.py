@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo.services.learner.sft import load_corpus
-from treegrpo.services.learner.sft.verify_corpus import verify
 from treegrpo.tasks import ensure_builtin_tasks
+from treegrpo_learner.sft import load_corpus
+from treegrpo_learner.sft.verify_corpus import verify
 
 pytestmark = pytest.mark.timeout(300)
 

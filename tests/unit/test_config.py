@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from treegrpo.cli._core import service_class
-from treegrpo.cli._registry import SERVICES
 from treegrpo.config import ConfigError, RunSpec, ServiceSettings, load, parse_overrides
+from treegrpo.registry import SERVICES, service_class
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -100,23 +100,26 @@ def test_sampler_and_learner_reserve_one_nvidia_gpu_each(model):
 
 
 def test_each_service_image_is_built_from_the_multistage_dockerfile_with_only_its_extra(model):
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     dockerfile = (DEPLOY / "docker" / "service.Dockerfile").read_text()
     stages = re.findall(r"^FROM \$\{PYTHON_IMAGE\} AS (\w+)$", dockerfile, re.M)
     assert stages == ["build", "runtime"]
     runtime = dockerfile.split("AS runtime", 1)[1]
     assert re.search(r"^USER 10001:10001$", runtime, re.M) and "COPY --from=build /opt/treegrpo" in runtime
-    assert 'pip install ".[${SERVICE}]"' in dockerfile
+    assert "RUN /opt/treegrpo/bin/pip install .\n" in dockerfile  # the core alone: a layer all four share
+    assert 'pip install "./services/${SERVICE}${SERVICE_EXTRAS}"' in dockerfile
     for name in SERVICES:
         build = model["services"][name]["build"]
         assert (
             Path(build["context"]).resolve() == ROOT
             and build["dockerfile"] == "deploy/docker/service.Dockerfile"
         )
-        assert build["args"]["SERVICE"] == name and name in extras
+        project = tomllib.loads((ROOT / "services" / name / "pyproject.toml").read_text())["project"]
+        assert build["args"]["SERVICE"] == name and project["name"] == f"treegrpo-{name}"
         assert model["services"][name]["image"] == f"treegrpo/{name}:0.1.0"
     ignore = (DEPLOY / "docker" / "service.Dockerfile.dockerignore").read_text().splitlines()
-    assert ignore[ignore.index("*")] == "*" and "!treegrpo/" in ignore  # the context sends no .venv
+    assert (
+        ignore[ignore.index("*")] == "*" and "!treegrpo/" in ignore and "!services/" in ignore
+    )  # the context sends no .venv
 
 
 def test_every_base_image_is_pinned_to_an_exact_version(model):

@@ -178,7 +178,7 @@ def test_every_service_has_liveness_and_readiness_probes_the_cli_provides(overla
 
 
 def _config_class(name: str):
-    from treegrpo.cli._core import service_class
+    from treegrpo.registry import service_class
 
     return service_class(name).config_cls
 
@@ -186,8 +186,8 @@ def _config_class(name: str):
 @pytest.mark.parametrize("overlay", OVERLAYS)
 @pytest.mark.parametrize("name", SERVICES)
 def test_the_services_toml_and_env_are_accepted_by_its_config_class(overlay, name, monkeypatch, tmp_path):
-    from treegrpo.cli._registry import SERVICES as REGISTERED
     from treegrpo.config import load
+    from treegrpo.registry import SERVICES as REGISTERED
 
     cls = _config_class(name)
     c = container(overlay, name)

@@ -3,7 +3,8 @@ RBAC (only the executor may create pods, and only in the sandbox), NetworkPolici
 small reachability model of the Kubernetes semantics (sandbox pods reach nothing; services reach
 NATS only, plus learner -> sampler gRPC), the restricted Pod Security profile on every pod, and the
 sandbox namespace's quota and limits. The node pods are the ones the executor's k8s backend really
-builds (treegrpo/services/executor/_k8s_manifest.py) with the executor config each overlay deploys."""
+builds (services/executor/treegrpo_executor/_k8s_manifest.py) with the executor config each overlay
+deploys."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def node_pods(overlay: str) -> tuple[dict, ...]:
     """The executor's pods for a plain node and for the largest declaration the gate accepts."""
     from kubernetes import client as k8s
 
-    from treegrpo.services.executor import ExecutorConfig, Job, Limits, parse_declaration
-    from treegrpo.services.executor._k8s_manifest import pod, pod_name
+    from treegrpo_executor import ExecutorConfig, Job, Limits, parse_declaration
+    from treegrpo_executor._k8s_manifest import pod, pod_name
 
     (cm,) = [d for d in kind(overlay, "ConfigMap") if d["metadata"]["name"].startswith("treegrpo-config-")]
     cfg = ExecutorConfig.model_validate(tomllib.loads(cm["data"]["executor.toml"]))

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.cli._core import service_class
-from treegrpo.cli._registry import SERVICES
 from treegrpo.config import load, read_toml
-from treegrpo.runner._config import SERVICE_NAMES, load_run_file
+from treegrpo.registry import SERVICES, service_class
+from treegrpo.runner._config import load_run_file
 from treegrpo.runner._examples import examples_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +27,7 @@ def test_example_config_parses(path):
     data = read_toml(path)
     if "run" in data or "runner" in data:
         rf = load_run_file(path)  # types every service section: a misspelt key fails here
-        for name in SERVICE_NAMES:
+        for name in SERVICES:
             typed = rf.service(name)
             assert isinstance(typed, service_class(name).config_cls)
             assert typed.model_fields_set == set(data.get(name, {}))  # what the file says, nothing dropped
@@ -43,4 +42,4 @@ def test_example_config_parses(path):
 
 def test_there_are_example_configs_of_runs_and_of_each_deployed_service():
     assert len(CONFIGS) >= 3
-    assert {p.stem for p in CONFIGS if p.parent.name == "config"} >= set(SERVICE_NAMES)  # deploy/k8s
+    assert {p.stem for p in CONFIGS if p.parent.name == "config"} >= set(SERVICES)  # deploy/k8s

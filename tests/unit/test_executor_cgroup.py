@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.services.executor._cgroup import Cgroups
+from treegrpo_executor._cgroup import Cgroups
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.config import ConfigError, load
-from treegrpo.services.executor import ExecutorConfig
-from treegrpo.services.executor.service import ExecutorService
+from treegrpo_executor import ExecutorConfig
+from treegrpo_executor.service import ExecutorService
 
 
 def test_defaults_match_the_seed_gate():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from treegrpo.services.executor import (
+from treegrpo_executor import (
     MALFORMED,
     ExecutorConfig,
     Limits,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from treegrpo.services.executor import IdlePolicy, TraceReader, watch
+from treegrpo_executor import IdlePolicy, TraceReader, watch
 
 
 def run_trace(trace: list[tuple[float, float | None]], grace: float, threshold: float = 1.0) -> float | None:

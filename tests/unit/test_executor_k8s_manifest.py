@@ -10,9 +10,9 @@ import kubernetes_validate
 import pytest
 from kubernetes import client as k8s
 
-from treegrpo.services.executor import ExecutorConfig, Job, Limits, parse_declaration
-from treegrpo.services.executor._k8s import parse_log
-from treegrpo.services.executor._k8s_manifest import EXIT_MARK, SUB_MARK, config_map, pod, pod_name
+from treegrpo_executor import ExecutorConfig, Job, Limits, parse_declaration
+from treegrpo_executor._k8s import parse_log
+from treegrpo_executor._k8s_manifest import EXIT_MARK, SUB_MARK, config_map, pod, pod_name
 
 VERSION = "1.37.0"
 GPU_CODE = (

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from treegrpo.services.executor import _workspace as wsmod
+from treegrpo_executor import _workspace as wsmod
 
 pytestmark = pytest.mark.timeout(60)
 

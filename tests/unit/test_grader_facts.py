@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from treegrpo import events as ev
-from treegrpo.services.grader._groups import build_group_scored, sibling_ids
-from treegrpo.services.grader.rewards import Shaping
-from treegrpo.services.grader.service import apply_result, graded_from_executed
 from treegrpo.tasks import GradeResult
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_grader._groups import build_group_scored, sibling_ids
+from treegrpo_grader.rewards import Shaping
+from treegrpo_grader.service import apply_result, graded_from_executed
 
 
 def executed(status: str = "ok") -> pb.NodeExecuted:

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from treegrpo.config import load
-from treegrpo.services.grader.config import GraderConfig
-from treegrpo.services.grader.rewards import (
+from treegrpo_grader.config import GraderConfig
+from treegrpo_grader.rewards import (
     FAILURE_STATUSES,
     Member,
     Shaping,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from treegrpo.services.learner._buffer import GroupBuffer, Member, PendingGroup
+from treegrpo_learner._buffer import GroupBuffer, Member, PendingGroup
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from treegrpo.bus import file_sha256
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner.config import LoraSettings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,7 +106,7 @@ def test_non_finite_weights_are_never_saved(tmp_path):
 def test_a_sharded_learners_gathered_adapter_is_saved_and_checked_for_non_finite_values(tmp_path):
     from peft import get_peft_model_state_dict
 
-    from treegrpo.services.learner._distributed import GatheredAdapter
+    from treegrpo_learner._distributed import GatheredAdapter
 
     root, model = saved(tmp_path, steps=(1,))
     weights = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}

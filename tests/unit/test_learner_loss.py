@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from treegrpo.services.learner._logprobs import chunked_logprobs, full_logprobs
-from treegrpo.services.learner._loss import LossSettings, policy_loss, token_weights
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner._packing import SeqSpec, pack, plan
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner._logprobs import chunked_logprobs, full_logprobs
+from treegrpo_learner._loss import LossSettings, policy_loss, token_weights
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner._packing import SeqSpec, pack, plan
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
+from treegrpo_learner.config import LoraSettings
 
 
 def test_loss_gradient_matches_the_hand_computed_example():

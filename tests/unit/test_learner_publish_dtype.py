@@ -9,10 +9,10 @@ import torch
 from safetensors.torch import load_file
 
 from treegrpo.config import from_values
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner._publish import read_archive, write_archive
-from treegrpo.services.learner.config import LearnerConfig, LoraSettings
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner._publish import read_archive, write_archive
+from treegrpo_learner.config import LearnerConfig, LoraSettings
 
 
 def _adapter(seed: int = 0):

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._distributed import balance
-from treegrpo.services.learner._model import load_base, save_tiny, wrap_lora
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._distributed import balance
+from treegrpo_learner._model import load_base, save_tiny, wrap_lora
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner.config import LoraSettings
 
 pytestmark = pytest.mark.timeout(300)
 LORA = LoraSettings(r=8, alpha=16)
@@ -64,8 +64,8 @@ def test_balance_splits_by_tokens_not_by_count():
 
 def _rank_grads(rank: int, model_dir: str, port: int, out: str) -> None:
     """One of two ranks: a step over the whole batch, then the whole gradients saved by rank 0."""
-    from treegrpo.services.learner._distributed import full
-    from treegrpo.services.learner._ranks import RankSpec, build_trainer, init_ranks
+    from treegrpo_learner._distributed import full
+    from treegrpo_learner._ranks import RankSpec, build_trainer, init_ranks
 
     torch.set_num_threads(1)
     ranks = init_ranks(rank, 2, "cpu", port, 120)
@@ -82,7 +82,7 @@ def _rank_grads(rank: int, model_dir: str, port: int, out: str) -> None:
 def test_two_rank_step_gives_the_one_rank_loss_and_gradients(tmp_path):
     import torch.multiprocessing as mp
 
-    from treegrpo.services.learner._ranks import free_port
+    from treegrpo_learner._ranks import free_port
 
     model_dir = save_tiny(tmp_path / "model")
     single = one_rank(model_dir, FULL)
@@ -106,7 +106,7 @@ def test_two_rank_step_gives_the_one_rank_loss_and_gradients(tmp_path):
 
 @pytest.mark.slow
 def test_sharded_checkpoint_resumes_bit_for_bit_with_fresh_ranks(tmp_path):
-    from treegrpo.services.learner._ranks import RankedTrainer, RankSpec
+    from treegrpo_learner._ranks import RankedTrainer, RankSpec
 
     model_dir = save_tiny(tmp_path / "model")
     spec = RankSpec(

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from treegrpo.services.learner._model import tiny_qwen35, wrap_lora
-from treegrpo.services.learner._packing import SeqSpec, pack
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner._model import tiny_qwen35, wrap_lora
+from treegrpo_learner._packing import SeqSpec, pack
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
 
 pytestmark = pytest.mark.timeout(120)
 LORA = SimpleNamespace(r=4, alpha=8, dropout=0.0, target_modules="all-linear")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 from treegrpo.advantages import compute
-from treegrpo.services.learner import _checkpoint as ckpt
-from treegrpo.services.learner._model import tiny_qwen3, wrap_lora
-from treegrpo.services.learner._packing import SeqSpec
-from treegrpo.services.learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from treegrpo.services.learner.config import LoraSettings
+from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._model import tiny_qwen3, wrap_lora
+from treegrpo_learner._packing import SeqSpec
+from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner.config import LoraSettings
 
 PROMPT = (1, 2, 3)
 ARMS = [(4, 5, 6), (7, 8, 9), (10, 11, 12), (13, 14, 15)]

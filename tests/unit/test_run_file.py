@@ -6,8 +6,8 @@ import pytest
 
 from treegrpo.config import ConfigError
 from treegrpo.runner import load_run_file
-from treegrpo.services.executor.config import ExecutorConfig
-from treegrpo.services.sampler.config import SamplerConfig
+from treegrpo_executor.config import ExecutorConfig
+from treegrpo_sampler.config import SamplerConfig
 
 
 def write(tmp_path, text: str):
@@ -60,7 +60,7 @@ def test_an_unknown_table_is_rejected_naming_it(tmp_path):
 
 @pytest.mark.parametrize("name", ["sampler", "executor", "grader", "learner"])
 def test_the_config_registry_names_each_services_own_config_class(name):
-    from treegrpo.cli._core import config_class, service_class
+    from treegrpo.registry import config_class, service_class
 
     assert config_class(name) is service_class(name).config_cls
 

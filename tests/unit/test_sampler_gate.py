@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from treegrpo.services.sampler._adapters import VersionGate, _untar
+from treegrpo_sampler._adapters import VersionGate, _untar
 
 
 async def test_swap_waits_for_running_generation_and_new_generation_waits_for_a_pending_swap():

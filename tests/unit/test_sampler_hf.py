@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from treegrpo.models import build_model
-from treegrpo.services.sampler import SamplingParams
-from treegrpo.services.sampler.backends._hf import HfBackend
+from treegrpo_sampler import SamplingParams
+from treegrpo_sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(180)
 MSGS = [{"role": "system", "content": "You write code."}, {"role": "user", "content": "Write a script."}]
@@ -107,9 +107,9 @@ def test_the_sampler_config_and_the_hf_backend_import_no_http_client():
     # (transformers itself imports httpx through huggingface_hub >= 1.0 once a model loads.)
     code = textwrap.dedent("""
         import sys
-        from treegrpo.services.sampler.config import OpenAISettings, SamplerConfig, VllmSettings
-        import treegrpo.services.sampler.backends._hf
-        import treegrpo.services.sampler.service
+        from treegrpo_sampler.config import OpenAISettings, SamplerConfig, VllmSettings
+        import treegrpo_sampler.backends._hf
+        import treegrpo_sampler.service
         SamplerConfig(backend="hf", openai=OpenAISettings(), vllm=VllmSettings())
         assert "httpx" not in sys.modules, "imported httpx"
         print("ok")

@@ -7,7 +7,7 @@ from collections import Counter
 
 from treegrpo import events
 from treegrpo.config import RunSpec
-from treegrpo.services.sampler.policy import (
+from treegrpo_sampler.policy import (
     GroupState,
     RoundState,
     Score,
@@ -160,14 +160,14 @@ def test_two_runs_with_one_seed_choose_the_same_parent_position_whatever_their_r
 
 
 def test_sampling_seed_ignores_the_run_id_but_not_the_position_or_seed():
-    from treegrpo.services.sampler._expand import sampling_seed
+    from treegrpo_sampler._expand import sampling_seed
 
     class _State:
         def __init__(self, seed: int):
             self.spec = spec(seed=seed)
 
     def exp(run_id: str, step: int):
-        from treegrpo.services.sampler.policy import Expansion
+        from treegrpo_sampler.policy import Expansion
 
         return Expansion(
             "spooky-mini", 1, step, "draft", None, events.group_id(run_id, "spooky-mini", 1, step), (0, 1)

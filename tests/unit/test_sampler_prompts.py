@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.prompts import data_overview, render_prompt, task_context, trim_output
-from treegrpo.services.sampler import parse_completion
+from treegrpo_sampler import parse_completion
 
 
 def test_draft_prompt_has_task_instructions_resources_and_data_but_no_hints_or_scores():
@@ -129,8 +129,8 @@ def test_task_context_falls_back_to_the_grader_registry_for_a_builtin_task(tmp_p
 def test_the_resource_example_in_the_instructions_passes_the_executors_gate():
     import re
 
-    from treegrpo.services.executor import parse_declaration
-    from treegrpo.services.executor.config import GateSettings
+    from treegrpo_executor import parse_declaration
+    from treegrpo_executor.config import GateSettings
 
     user = render_prompt("draft", "d", "o")[1]["content"]
     block = re.search(r"```python\n(# /// script.*?# ///)\n```", user, re.S).group(1)

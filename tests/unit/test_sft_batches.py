@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from treegrpo.services.learner.sft._batches import Example, batch_loss, is_shared, make_batches
+from treegrpo_learner.sft._batches import Example, batch_loss, is_shared, make_batches
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +75,8 @@ def test_shared_batches_respect_the_token_budget_counting_the_prompt_once():
 
 
 def test_learning_rate_decays_over_the_time_budget_when_it_runs_out_before_the_steps():
-    from treegrpo.services.learner.sft import SftConfig
-    from treegrpo.services.learner.sft._train import lr_factor
+    from treegrpo_learner.sft import SftConfig
+    from treegrpo_learner.sft._train import lr_factor
 
     cfg = SftConfig(warmup_steps=4, lr_min_ratio=0.1, max_seconds=100)
     assert lr_factor(0, 0.0, 10_000, cfg) == 0.25  # warm-up

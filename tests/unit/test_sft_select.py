@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo.services.learner.sft import Member, ScoredGroup, select_nodes
+from treegrpo_learner.sft import Member, ScoredGroup, select_nodes
 
 
 def group(run: str, task: str, step: int, members: list[tuple[str, float, str, float | None]]) -> ScoredGroup:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from treegrpo.services.learner.sft import SftConfig, make_pair, train_sft
+from treegrpo_learner.sft import SftConfig, make_pair, train_sft
 
 
 @pytest.fixture(scope="module")

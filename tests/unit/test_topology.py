@@ -8,7 +8,6 @@ publishing a kind the table does not give it, or stops publishing one it does, f
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,8 @@ from treegrpo._topology import (
     producers_of,
     topology_markdown,
 )
-from treegrpo.cli._registry import SERVICES
 from treegrpo.events import Kind
+from treegrpo.registry import SERVICES, service_class
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,11 +34,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
     RUNNER: "treegrpo/runner",
     CONSUMER: "treegrpo/bus",
-    **{name: f"treegrpo/services/{name}" for name in SERVICES},
+    **{name: f"services/{name}/treegrpo_{name}" for name in SERVICES},
 }
 # bodies built without being published, each with the reason
 NOT_PUBLISHED = {
-    ("treegrpo/services/sampler/_state.py", "PolicyPublished"): "a copy of a consumed fact, kept per version",
+    (
+        "services/sampler/treegrpo_sampler/_state.py",
+        "PolicyPublished",
+    ): "a copy of a consumed fact, kept per version",
 }
 SKIPPED_FILES: set[str] = set()  # (the test helper that fakes other services facts now lives in tests/)
 BODY_KINDS = {pb.Event.DESCRIPTOR.fields_by_name[k.field].message_type.name: k for k in Kind}
@@ -65,11 +67,6 @@ def published_kinds(package: str) -> set[Kind]:
             continue
         kinds |= {BODY_KINDS[b] for b in built_bodies(path.read_text()) if (rel, b) not in NOT_PUBLISHED}
     return kinds
-
-
-def service_class(name: str):
-    module, cls = SERVICES[name].split(":")
-    return getattr(importlib.import_module(module), cls)
 
 
 def test_every_proto_body_has_a_kind_and_every_kind_a_route():

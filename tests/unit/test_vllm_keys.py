@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from treegrpo.services.sampler.backends._vllm_keys import adapter_for_engine
+from treegrpo_sampler.backends._vllm_keys import adapter_for_engine
 
 pytestmark = pytest.mark.timeout(30)
 KEY = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"

@@ -1,4 +1,5 @@
-"""`treegrpo`: the command line. Core commands live here; the rest register in `_registry.py`."""
+"""`treegrpo`: the command line. Core commands live here and in `_registry.py`; services add theirs by
+entry points (`treegrpo.commands`, `treegrpo/registry.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import typer
 
 from treegrpo.cli._core import events_cmd, health_cmd, nats_app, serve_cmd, tail_cmd
 from treegrpo.cli._registry import COMMANDS
+from treegrpo.registry import commands as service_commands
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -27,17 +29,16 @@ app.command(
 )(health_cmd)
 
 
-def _register(name: str, target: str, help_text: str) -> None:
-    module_name, attr = target.split(":")
+def _register(name: str, load, help_text: str) -> None:
     try:
-        obj = getattr(importlib.import_module(module_name), attr)
+        obj = load()
     except ModuleNotFoundError as exc:
         # only hide a missing optional module of ours or an extra's dependency; real bugs surface
         missing = exc.name or ""
 
         def unavailable() -> None:
             typer.secho(
-                f"`treegrpo {name}` is unavailable: {missing} is not installed (pip install 'treegrpo[dev]')",
+                f"`treegrpo {name}` is unavailable: {missing} is not installed (make setup installs all)",
                 fg="red",
                 err=True,
             )
@@ -46,9 +47,14 @@ def _register(name: str, target: str, help_text: str) -> None:
         app.command(name, help=f"{help_text} (unavailable: {missing})")(unavailable)
         return
     if isinstance(obj, typer.Typer):
-        app.add_typer(obj, name=name, help=help_text)
+        app.add_typer(obj, name=name, help=help_text or None)
     else:
-        app.command(name, help=help_text)(obj)
+        app.command(name, help=help_text or None)(obj)  # None: the function's docstring
+
+
+def _core_target(target: str):
+    module_name, attr = target.split(":")
+    return lambda: getattr(importlib.import_module(module_name), attr)
 
 
 def main() -> None:
@@ -59,8 +65,12 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     wanted = sys.argv[1] if len(sys.argv) > 1 else ""
+    # import only the command being run (keeps `treegrpo tail` free of torch); all for --help
+    everything = wanted in ("", "--help", "-h")
     for name, (target, help_text) in COMMANDS.items():
-        # import only the command being run (keeps `treegrpo tail` free of torch); all for --help
-        if wanted in ("", "--help", "-h", name):
-            _register(name, target, help_text)
+        if everything or wanted == name:
+            _register(name, _core_target(target), help_text)
+    for name, ep in service_commands().items():
+        if everything or wanted == name:
+            _register(name, ep.load, "")
     app()

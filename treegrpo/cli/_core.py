@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import signal
 import time
@@ -15,7 +14,6 @@ from rich.console import Console
 
 from treegrpo import events as ev_mod
 from treegrpo.cli._describe import describe
-from treegrpo.cli._registry import CONFIGS, SERVICES
 from treegrpo.config import ConfigError, load, parse_overrides, treegrpo_home
 from treegrpo.events import Kind
 from treegrpo.nats_url import embedded_url_file, resolve_nats_url
@@ -119,31 +117,20 @@ async def _events(run_id: str, json_out: bool, kinds: list[str], url: str) -> No
         await bus.close(2)
 
 
-def _lookup(table: dict[str, str], name: str):
-    if name not in table:
-        raise typer.BadParameter(f"unknown service {name!r}; choose one of: {', '.join(sorted(table))}")
-    module_name, attr = table[name].split(":")
-    return getattr(importlib.import_module(module_name), attr)
-
-
-def service_class(name: str):
-    return _lookup(SERVICES, name)
-
-
-def config_class(name: str):
-    """The service's config class without importing the service (`service_class(name).config_cls`)."""
-    return _lookup(CONFIGS, name)
-
-
 def serve_cmd(
     service: str = typer.Argument(..., help="sampler | executor | grader | learner"),
     config: Path | None = typer.Option(None, "--config", "-c", help="TOML config file"),
     set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set max_concurrency=4"),
 ) -> None:
     """Run one service against NATS until SIGTERM (then drain within nats.drain_timeout_s)."""
+    from treegrpo.registry import NotInstalled, service_class
     from treegrpo.service import serve
 
-    cls = service_class(service)
+    try:
+        cls = service_class(service)
+    except NotInstalled as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
     try:
         cfg = load(cls.config_cls, config, parse_overrides(set_))
     except ConfigError as exc:

@@ -119,10 +119,11 @@ def task_context(task: str, roots: list[str] | None = None, csv_head_lines: int 
 
 
 def _from_registry(task: str, roots: list[str] | None, missing: FileNotFoundError) -> tuple[Path, str]:
-    try:
-        from treegrpo.tasks import UnknownTask, get_task
-    except ImportError:  # an image without the grader extra (pandas): the folder lookup is all there is
-        raise missing from None
+    # the task registry needs the core's `tasks` extra (pandas): every service that renders prompts
+    # declares it (services/sampler/pyproject.toml), so a missing pandas is an ImportError, not a
+    # prompt that silently lost its task description
+    from treegrpo.tasks import UnknownTask, get_task
+
     try:
         found = get_task(task, mlebench_roots=roots or (), private=False)  # never write answers here
     except UnknownTask as exc:

@@ -7,10 +7,11 @@
     [grader]     # GraderConfig fields
     [learner]    # LearnerConfig fields
 
-Each service section is typed by that service's own config class (`Service.config_cls`, looked up
-through the CLI's registry), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A
-section stays partial: the keys the file sets; defaults and the service's environment resolve in
-the service's own process, where the runner validates the wired config again before starting it.
+Each service section is typed by that service's own config class (its `treegrpo.configs` entry
+point, `treegrpo/registry.py`; sections of services not installed here are checked where they
+run), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A section stays partial:
+the keys the file sets; defaults and the service's environment resolve in the service's own
+process, where the runner validates the wired config again before starting it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from treegrpo._topology import SERVICES
 from treegrpo.config import (
     ConfigError,
     RunSpec,
@@ -31,8 +33,7 @@ from treegrpo.config import (
     parse_overrides,
     read_toml,
 )
-
-SERVICE_NAMES = ("sampler", "executor", "grader", "learner")
+from treegrpo.registry import installed_services
 
 
 class RunnerSettings(Section):
@@ -87,10 +88,18 @@ class RunFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`spec()`)")
     runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How `treegrpo run` runs it")
-    sampler: dict[str, Any] = Field(default_factory=dict, description="SamplerConfig fields (`service()`)")
-    executor: dict[str, Any] = Field(default_factory=dict, description="ExecutorConfig fields")
-    grader: dict[str, Any] = Field(default_factory=dict, description="GraderConfig fields")
-    learner: dict[str, Any] = Field(default_factory=dict, description="LearnerConfig fields")
+    services: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The [sampler], [executor], [grader], [learner] tables, by name"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_service_tables(cls, data: Any) -> Any:
+        # the tables are named by the services, so the file keeps its flat [sampler] form
+        if isinstance(data, dict) and "services" not in data:
+            data = dict(data)
+            data["services"] = {n: data.pop(n) for n in SERVICES if n in data}
+        return data
 
     def spec(self) -> RunSpec:
         """The [run] table as a RunSpec (TREEGRPO_RUN_* applied above it)."""
@@ -99,13 +108,13 @@ class RunFile(BaseModel):
     def service(self, name: str) -> ServiceSettings:
         """The [name] section as the service's config class reads it; `model_fields_set` = the keys
         the file sets. ConfigError naming the section and the field."""
-        from treegrpo.cli._core import config_class
+        from treegrpo.registry import config_class
 
-        return from_values(config_class(name), getattr(self, name), f"[{name}]")
+        return from_values(config_class(name), self.section(name), f"[{name}]")
 
     def section(self, name: str) -> dict[str, Any]:
         """The [name] section as written (a partial config)."""
-        return dict(getattr(self, name))
+        return dict(self.services.get(name, {}))
 
 
 def deep_merge(base: dict, extra: dict) -> dict:
@@ -127,7 +136,7 @@ def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -
         raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
     try:
         rf.spec()
-        for name in SERVICE_NAMES:
+        for name in installed_services():
             rf.service(name)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc

@@ -19,8 +19,8 @@ from rich.console import Console
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError
 from treegrpo.runner._config import RunFile, load_run_file
+from treegrpo.runner._execute import RunResult, execute, new_run_id
 from treegrpo.runner._nats import open_nats
-from treegrpo.runner._run import RunResult, execute, new_run_id
 
 CONTROL_SUFFIX = "-control"
 
@@ -68,7 +68,7 @@ async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: P
 
 
 async def execute_paired(config: Path | None, overrides: list[str], console: Console) -> PairedResult:
-    from treegrpo.report._learning_output import verdict_line
+    from treegrpo.report import verdict_line
 
     train_rf, control_rf = arms(config, overrides)
     console.print("[bold]arm 1/2: train[/]")

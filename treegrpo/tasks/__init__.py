@@ -29,10 +29,11 @@ from treegrpo.tasks._mlebench import (
     read_competition,
 )
 from treegrpo.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
-from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, read_submission
+from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, check_size, read_submission
 from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
 
 __all__ = [
+    "check_size",
     "BUILTINS",
     "COMPETITIONS",
     "DEFAULT_MAX_BYTES",

@@ -4,7 +4,7 @@ Valid scripts come from a shared skeleton per task times feature/model/hyper-par
 (`_text.py`, `_images.py`); failing scripts are broken copies of valid ones, broken the way
 model-written code breaks (a wrong column, a wrong path, a typo'd import, a shape mix-up, a
 forgotten submission, unnormalised or misaligned predictions). The manifest's `verified` block
-is filled by `python -m treegrpo.services.learner.sft.verify_corpus`, which runs every script on the
+is filled by `python -m treegrpo_learner.sft.verify_corpus`, which runs every script on the
 generated public data and grades it with the grader. Re-run: `python treegrpo/data/corpus/_generate.py`.
 """
 
@@ -157,7 +157,7 @@ def main() -> None:
             entries.append(entry)
     manifest = {
         "about": "Seed corpus of treegrpo's SFT warm start; written by corpus/_generate.py, "
-        "`verified` filled by treegrpo.services.learner.sft.verify_corpus",
+        "`verified` filled by treegrpo_learner.sft.verify_corpus",
         "scripts": entries,
     }
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")

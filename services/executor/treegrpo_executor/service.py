@@ -1,0 +1,202 @@
+"""The executor service: `node.sampled` in, the script run in a sandbox, `node.executed` out.
+
+Per node: skip it if its `node.executed` already exists (a redelivery after a crash), wait for it
+instead if this executor is still running it (a redelivery after the executor was frozen past its
+ack wait: running it again would share its workspace and record two outcomes), read the
+run's RunSpec (cached) for `resource_gate`, judge the PEP 723 declaration, run the script on the
+backend, store the submission in `tg-submissions` at `<run>/<node>/submission.csv`, then publish
+the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
+A script's failure is a status; only our own failures (sandbox, object store) are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Protocol
+
+from opentelemetry import trace
+
+from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
+from treegrpo.config import RunSpec
+from treegrpo.events import Kind
+from treegrpo.service import Service
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_executor._gate import Declaration, parse_declaration
+from treegrpo_executor._host import SandboxError
+from treegrpo_executor._local import LocalBackend
+from treegrpo_executor._outcome import NO_CODE, Job, Limits, Outcome
+from treegrpo_executor._workspace import WorkspaceError
+from treegrpo_executor.config import ExecutorConfig
+
+log = logging.getLogger(__name__)
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+    async def run(self, job: Job) -> Outcome: ...
+    async def close(self) -> None: ...
+
+
+def make_backend(cfg: ExecutorConfig) -> Backend:
+    if cfg.backend == "k8s":
+        from treegrpo_executor._k8s import K8sBackend  # the kubernetes client only where it is used
+
+        return K8sBackend(cfg)
+    reader = None
+    if cfg.local.gpu_devices and cfg.gpu_guard.enabled:
+        from treegrpo_executor._gpu import NvmlReader
+
+        reader = NvmlReader()
+    return LocalBackend(cfg, reader)
+
+
+class ExecutorService(Service):
+    name = "executor"
+    config_cls = ExecutorConfig
+
+    def __init__(self, config: ExecutorConfig, instance: str | None = None, backend: Backend | None = None):
+        super().__init__(config, instance)
+        self.cfg: ExecutorConfig = config
+        self.backend = backend
+        self._specs: dict[str, RunSpec] = {}
+        self._handling: set[asyncio.Task] = set()
+        self._executing: dict[tuple[str, str], asyncio.Future] = {}  # (run, node) -> its one execution
+
+    def handlers(self):
+        return {Kind.NODE_SAMPLED: self.on_node_sampled}
+
+    def consumer_options(self) -> ConsumerOptions:
+        # a script runs up to timeout_s; the consumer's heartbeat keeps the message ours meanwhile
+        return ConsumerOptions(max_inflight=self.cfg.max_concurrency, ack_wait_s=self.cfg.ack_wait_s)
+
+    async def on_setup(self) -> None:
+        if self.backend is None:
+            self.backend = make_backend(self.cfg)
+        await self.backend.start()
+
+    async def on_stop(self) -> None:
+        """Kill what still runs and let the handlers clean up (sandboxes reaped, workspaces and pods
+        removed) before the bus closes. Their messages stay unacked: they come back after
+        `ack_wait_s` to whichever executor runs next."""
+        if self.backend is not None:
+            await self.backend.close()
+        if self._handling:
+            await asyncio.wait(self._handling, timeout=10)
+
+    async def run_spec(self, run_id: str) -> RunSpec:
+        spec = self._specs.get(run_id)
+        if spec is None:
+            event = await self.bus.last_event(run_id, Kind.RUN_STARTED)
+            if event is None:
+                raise TransientError(f"run {run_id} has no run.started yet", delay_s=2.0)
+            spec = RunSpec.from_json(event.run_started.run_spec_json)
+            self._specs[run_id] = spec
+        return spec
+
+    async def on_node_sampled(self, event: pb.Event, delivery: Delivery) -> None:
+        ns, run_id = event.node_sampled, event.envelope.run_id
+        me = asyncio.current_task()
+        if me is not None:
+            self._handling.add(me)
+            me.add_done_callback(self._handling.discard)
+        if self.cfg.skip_executed and await self.bus.last_event(run_id, Kind.NODE_EXECUTED, ns.node_id):
+            log.info("node %s already executed; not running it again", ns.node_id)
+            return
+        key = (run_id, ns.node_id)
+        if key in self._executing:
+            await self._join(run_id, ns.node_id, self._executing[key])
+            return
+        self._executing[key] = asyncio.get_running_loop().create_future()
+        try:
+            await self._run_node(event, ns, run_id)
+        finally:
+            self._executing.pop(key).set_result(None)
+
+    async def _join(self, run_id: str, node_id: str, running: asyncio.Future) -> None:
+        """A redelivery of a node this executor is still running: its outcome is the one recorded."""
+        log.warning("node %s redelivered while it still runs here; waiting for that execution", node_id)
+        await asyncio.shield(running)
+        if not await self.bus.last_event(run_id, Kind.NODE_EXECUTED, node_id):  # it failed on our side: retry
+            raise TransientError(f"the running execution of {node_id} recorded no outcome", delay_s=1.0)
+
+    async def _run_node(self, event: pb.Event, ns: pb.NodeSampled, run_id: str) -> None:
+        gate = (await self.run_spec(run_id)).resource_gate
+        decl = parse_declaration(ns.code, self.cfg.gate) if gate else Declaration()
+        out = await self.execute(run_id, ns, decl)
+        key = ""
+        if out.submission is not None:
+            key = f"{run_id}/{ns.node_id}/submission.csv"
+            try:
+                await self.bus.put_object(SUBMISSIONS, key, out.submission)
+            except Exception as exc:  # the store is ours: retry the node rather than lose its result
+                raise TransientError(f"storing {key}: {type(exc).__name__}: {exc}", delay_s=2.0) from exc
+        await self.publish(run_id, executed_body(ns, out, decl, gate, key))
+        span = trace.get_current_span()
+        span.set_attribute("treegrpo.node_id", ns.node_id)
+        span.set_attribute("treegrpo.status", out.status)
+        span.set_attribute("treegrpo.exec_time", out.exec_time)
+        log.info(
+            "node %s %s %s%s in %.2fs on %s",
+            ns.node_id,
+            ns.mode,
+            out.status,
+            f" ({out.exc_type})" if out.exc_type else "",
+            out.exec_time,
+            out.where or "-",
+        )
+
+    async def execute(self, run_id: str, ns: pb.NodeSampled, decl: Declaration) -> Outcome:
+        if not ns.code.strip():
+            return Outcome(status=NO_CODE)
+        job = Job(
+            run_id=run_id,
+            node_id=ns.node_id,
+            task=ns.task,
+            code=ns.code,
+            limits=Limits.for_node(decl, self.cfg),
+        )
+        try:
+            return await self.backend.run(job)
+        except (SandboxError, WorkspaceError) as exc:
+            raise TransientError(f"sandbox failed for {ns.node_id}: {exc}", delay_s=1.0) from exc
+
+
+def executed_body(
+    ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str
+) -> pb.NodeExecuted:
+    body = pb.NodeExecuted(
+        node_id=ns.node_id,
+        task=ns.task,
+        round=ns.round,
+        step=ns.step,
+        sibling_group=ns.sibling_group,
+        group_size=ns.group_size,
+        mode=ns.mode,
+        status=out.status,
+        exec_time=round(out.exec_time, 4),
+        term_tail=out.term_tail,
+        resource_gate=gate,
+        decl_malformed=decl.malformed,
+        decl_deps_ignored=decl.deps_ignored,
+        where=out.where,
+        submission_key=key,
+    )
+    if ns.HasField("parent_id"):
+        body.parent_id = ns.parent_id
+    if out.exc_type:
+        body.exc_type = out.exc_type
+    if gate and decl.resources is not None:
+        body.resources.CopyFrom(pb.Resources(**{k: float(v) for k, v in decl.resources.items()}))
+    if gate and decl.miss_reason:
+        body.decl_miss_reason = decl.miss_reason
+    if out.status != NO_CODE:
+        body.exec_timings.CopyFrom(
+            pb.ExecTimings(**{k: round(v, 4) for k, v in dataclasses.asdict(out.timings).items()})
+        )
+    if out.gpu_util is not None:
+        body.gpu_util = out.gpu_util
+    return body

@@ -1,0 +1,99 @@
+"""Sibling groups: which nodes form one, when it is complete, and its `group.scored` fact.
+
+State is a cache of the log, never the truth: the members of a group are looked up on the stream
+(`bus.last_event(run, Kind.NODE_GRADED, sibling_id)`) whenever the cache lacks them, so a restarted
+grader, a second replica, or siblings graded in any order all reach the same answer, and the
+deterministic event id of `group.scored` makes its publication exactly-once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from treegrpo import events as ev_mod
+from treegrpo.bus import Bus
+from treegrpo.events import Kind
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_grader.rewards import Member, Shaping, group_rewards
+
+
+def sibling_ids(run_id: str, graded: pb.NodeGraded) -> list[str]:
+    """The contract's node ids of the group, in index order."""
+    return [
+        ev_mod.node_id(run_id, graded.task, graded.round, graded.step, i) for i in range(graded.group_size)
+    ]
+
+
+def build_group_scored(
+    graded: pb.NodeGraded, members: list[pb.NodeGraded], shaping: Shaping
+) -> pb.GroupScored:
+    typed = [Member(m.node_id, m.status, m.oriented if m.HasField("oriented") else None) for m in members]
+    rewards = group_rewards(typed, shaping)
+    body = pb.GroupScored(
+        sibling_group=graded.sibling_group, task=graded.task, round=graded.round, step=graded.step
+    )
+    for member, reward in zip(typed, rewards, strict=True):
+        gm = body.members.add(node_id=member.node_id, reward=reward, status=member.status)
+        if member.oriented is not None:
+            gm.oriented = member.oriented
+    return body
+
+
+class GroupTracker:
+    """Remembers graded siblings of open groups and which groups are already scored (bounded)."""
+
+    def __init__(self, bus: Bus, shaping: Shaping, max_scored: int = 100_000):
+        self.bus, self.shaping, self.max_scored = bus, shaping, max_scored
+        self._open: dict[tuple[str, str], dict[str, pb.NodeGraded]] = {}
+        self._scored: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.lookups = 0  # stream lookups made (a restart-recovery test reads this)
+
+    async def on_graded(self, run_id: str, graded: pb.NodeGraded) -> pb.GroupScored | None:
+        """Record one graded sibling; return the group's fact if the group is now complete."""
+        key = (run_id, graded.sibling_group)
+        if key in self._scored:
+            return None
+        members = self._open.setdefault(key, {})
+        members[graded.node_id] = graded
+        ordered = await self._complete_members(run_id, graded, members)
+        if ordered is None:
+            return None
+        return build_group_scored(graded, ordered, self.shaping)
+
+    def mark_scored(self, run_id: str, sibling_group: str) -> None:
+        key = (run_id, sibling_group)
+        self._open.pop(key, None)
+        self._scored[key] = None
+        while len(self._scored) > self.max_scored:
+            self._scored.popitem(last=False)
+
+    async def already_scored(self, run_id: str, sibling_group: str) -> bool:
+        self.lookups += 1
+        return await self.bus.last_event(run_id, Kind.GROUP_SCORED, sibling_group) is not None
+
+    async def _complete_members(
+        self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]
+    ) -> list[pb.NodeGraded] | None:
+        ids = sibling_ids(run_id, graded)
+        if graded.node_id not in ids:  # ids not from events.node_id (e.g. imported): scan the run
+            return await self._members_by_replay(run_id, graded, members)
+        for nid in ids:
+            if nid not in members:
+                self.lookups += 1
+                found = await self.bus.last_event(run_id, Kind.NODE_GRADED, nid)
+                if found is None:
+                    return None  # a sibling is still out; its own grading will complete the group
+                members[nid] = found.node_graded
+        return [members[nid] for nid in ids]
+
+    async def _members_by_replay(
+        self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]
+    ) -> list[pb.NodeGraded] | None:
+        if len(members) < graded.group_size:
+            async for _seq, event in self.bus.replay(run_id, kinds=[Kind.NODE_GRADED]):
+                g = event.node_graded
+                if g.sibling_group == graded.sibling_group:
+                    members.setdefault(g.node_id, g)
+        if len(members) < graded.group_size:
+            return None
+        return sorted(members.values(), key=lambda m: m.node_id)

@@ -1,0 +1,158 @@
+"""GraderService: `node.executed` -> `node.graded` -> (once per sibling group) `group.scored`.
+
+Per node: if the log already holds its `node.graded` (a redelivery after a crash), reuse it;
+otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded),
+publish, and then see whether the node completed its sibling group. Every step is idempotent and
+every fact has a deterministic id, so a crash anywhere just replays the same facts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
+from treegrpo.events import Kind, Status
+from treegrpo.service import HandlerFn, Service
+from treegrpo.tasks import (
+    AnswersUnavailable,
+    GradeResult,
+    InvalidSubmission,
+    Task,
+    TaskRegistry,
+    UnknownTask,
+    UnsupportedCompetition,
+    check_size,
+    ensure_builtin_tasks,
+    grade_submission,
+)
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_grader._groups import GroupTracker
+from treegrpo_grader.config import GraderConfig
+
+log = logging.getLogger(__name__)
+
+
+def graded_from_executed(ex: pb.NodeExecuted) -> pb.NodeGraded:
+    """The fields every graded fact copies from its executed fact."""
+    body = pb.NodeGraded(
+        node_id=ex.node_id,
+        task=ex.task,
+        round=ex.round,
+        step=ex.step,
+        sibling_group=ex.sibling_group,
+        group_size=ex.group_size,
+        status=ex.status,
+        is_buggy=True,
+        source="none",
+        exec_time=ex.exec_time,
+        mode=ex.mode,
+    )
+    if ex.HasField("parent_id"):
+        body.parent_id = ex.parent_id
+    return body
+
+
+def apply_result(body: pb.NodeGraded, result: GradeResult) -> pb.NodeGraded:
+    body.status = result.status
+    body.is_buggy = not result.valid
+    if result.valid:
+        body.test_metric, body.oriented, body.source = result.test_metric, result.oriented, "grade"
+    else:
+        body.grade_error = result.grade_error or "invalid submission"
+    return body
+
+
+class GraderService(Service):
+    name = "grader"
+    config_cls = GraderConfig
+
+    def __init__(self, config: GraderConfig, instance: str | None = None):
+        super().__init__(config, instance)
+        self.config: GraderConfig = config
+        self.registry = TaskRegistry(config.home(), config.mlebench_roots, config.builtin_seed)
+        self.groups: GroupTracker | None = None
+        self._scratch: Path | None = None
+        self.graded = 0
+
+    def handlers(self) -> dict[str, HandlerFn]:
+        return {Kind.NODE_EXECUTED: self.on_node_executed}
+
+    def consumer_options(self) -> ConsumerOptions:
+        return ConsumerOptions(max_inflight=self.config.max_inflight, ack_wait_s=60.0)
+
+    async def on_setup(self) -> None:
+        assert self.bus is not None
+        self.groups = GroupTracker(self.bus, self.config.rewards.shaping())
+        base = Path(self.config.scratch_dir).expanduser() if self.config.scratch_dir else None
+        if base is not None:
+            base.mkdir(parents=True, exist_ok=True)
+        self._scratch = Path(tempfile.mkdtemp(prefix="grader-", dir=base))
+        if self.config.prepare_builtins:
+            await asyncio.to_thread(ensure_builtin_tasks, self.config.home(), self.config.builtin_seed)
+
+    async def on_stop(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # -- the handler -------------------------------------------------------------------------------
+    async def on_node_executed(self, event: pb.Event, delivery: Delivery) -> None:
+        assert self.bus is not None and self.groups is not None
+        ex, run_id = event.node_executed, event.envelope.run_id
+        if not ex.node_id or not ex.sibling_group or ex.group_size < 1:
+            raise PermanentError(
+                f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}"
+            )
+        prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)
+        if prior is not None:
+            graded = prior.node_graded
+        else:
+            graded = await self.grade(run_id, ex)
+            await self.publish(run_id, graded)
+            self.graded += 1
+        scored = await self.groups.on_graded(run_id, graded)
+        if scored is not None:
+            if not await self.groups.already_scored(run_id, scored.sibling_group):
+                await self.publish(run_id, scored)
+            self.groups.mark_scored(run_id, scored.sibling_group)
+
+    async def grade(self, run_id: str, ex: pb.NodeExecuted) -> pb.NodeGraded:
+        body = graded_from_executed(ex)
+        if ex.status != Status.OK:
+            return body  # the executor's status is final; nothing to grade
+        task = await self._task(ex.task)
+        return apply_result(body, await self._grade_object(run_id, task, ex))
+
+    async def _task(self, task_id: str) -> Task:
+        try:
+            return await asyncio.to_thread(self.registry.get, task_id)
+        except (UnknownTask, UnsupportedCompetition) as exc:
+            raise TransientError(str(exc), self.config.unknown_task_retry_s) from exc
+
+    async def _grade_object(self, run_id: str, task: Task, ex: pb.NodeExecuted) -> GradeResult:
+        assert self.bus is not None and self._scratch is not None
+        invalid = _invalid
+        if not ex.submission_key:
+            return invalid("the executor reported status ok but stored no submission")
+        size = await self.bus.object_size(SUBMISSIONS, ex.submission_key)
+        if size is None:
+            return invalid(f"submission object {ex.submission_key!r} is missing from {SUBMISSIONS}")
+        try:
+            check_size(size, self.config.max_submission_bytes)  # before any download
+        except InvalidSubmission as exc:
+            return invalid(exc.reason)
+        path = self._scratch / f"{run_id}-{ex.node_id}.csv"
+        try:
+            await self.bus.get_object(SUBMISSIONS, ex.submission_key, dest=path)
+            return await asyncio.to_thread(grade_submission, task, path, self.config.max_submission_bytes)
+        except AnswersUnavailable as exc:
+            raise TransientError(str(exc), self.config.unknown_task_retry_s) from exc
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _invalid(reason: str) -> GradeResult:
+    return GradeResult(Status.INVALID_SUBMISSION, None, None, reason, 0.0)

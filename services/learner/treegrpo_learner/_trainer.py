@@ -1,0 +1,377 @@
+"""One GRPO/PPO step of the LoRA policy on a batch of samples: packing, forward passes, update.
+
+Phases timed here (the seed's names): `old_log_prob` (proximal logprobs, skipped when one
+optimizer step per batch makes them equal to the training forward's, detached), `ref` (the base
+policy with the adapter disabled; only with a KL coefficient) and `update_actor`.
+Samples with zero advantage contribute no gradient (without KL) and are not even forwarded, but
+their tokens still count in the token-mean denominator, so the update equals training on all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from treegrpo_learner import _distributed as dd
+from treegrpo_learner._loss import LossSettings, policy_loss, token_weights
+from treegrpo_learner._model import PackedPolicy, adapter_disabled
+from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """What one step needs to know (a plain dataclass: the GPU benchmark runs without pydantic)."""
+
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    tis_cap: float = 2.0
+    kl_coef: float = 0.0
+    aggregation: str = "token-mean"
+    ppo_epochs: int = 1
+    mini_batches: int = 1
+    recompute_proximal: str = "auto"
+    micro_batch_tokens: int = 16384
+    logprob_chunk_tokens: int = 2048
+    max_response_tokens: int = 0
+    share_prompts: bool = True
+    gdn_backend: str = "auto"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @classmethod
+    def from_config(cls, cfg) -> TrainerSettings:
+        """From a LearnerConfig (any object with these attribute names)."""
+        names = cls.__dataclass_fields__
+        return cls(**{n: getattr(cfg, n) for n in names})
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    group: str
+    node_id: str
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    behaviour_logprobs: tuple[float, ...]
+    advantage: float
+    staleness: int = 0
+
+
+@dataclass
+class StepOutput:
+    metrics: dict[str, float]
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class PolicyTrainer:
+    """One rank's step. Without `ranks` (one device, the default) nothing is sharded; with `ranks`
+    the policy is FSDP2-sharded and every method is a collective that all ranks call in the same
+    order (`treegrpo_learner._ranks` drives them)."""
+
+    def __init__(self, model, cfg: TrainerSettings, ranks: dd.Ranks | None = None):
+        if not isinstance(cfg, TrainerSettings):
+            cfg = TrainerSettings.from_config(cfg)
+        self.model, self.cfg, self.ranks = model, cfg, ranks
+        self.device = ranks.device if ranks is not None else torch.device(cfg.device)
+        self.world = ranks.world if ranks is not None else 1
+        self.policy = PackedPolicy(model, cfg.gdn_backend)
+        if ranks is not None:
+            dd.shard(self.policy, self.policy.decoder, ranks)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the model has no trainable parameters (no adapter attached?)")
+        fused = (
+            self.device.type == "cuda" and ranks is None
+        )  # sharded: the foreach path, DTensor's best-trodden
+        self.opt = torch.optim.AdamW(
+            self.params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay, fused=fused
+        )
+        self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
+        self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
+        self.budget = cfg.micro_batch_tokens
+        if self.autocast:
+            _keep_input_dtype(model)
+
+    # ---- forward -----------------------------------------------------------------------------
+    def _amp(self):
+        if self.autocast:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logp, entropy) of every response token of a packed micro-batch, in row order."""
+        with self._amp():
+            return self.policy(
+                mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens, mb.layout
+            )
+
+    def _share(
+        self, seqs: Sequence[SeqSpec], indices: list[int]
+    ) -> tuple[list[int], list[MicroBatch | None]]:
+        """(this rank's indices, its micro-batches). Siblings sharing a prompt form one packing
+        unit; with N ranks the units are balanced by tokens and `None` pads to the largest rank's
+        micro-batch count (a zero-weight dummy pass)."""
+        us = units(seqs, indices, self.budget, self.cfg.share_prompts)
+        lengths = [unit_length(seqs, u) for u in us]
+        most = 0
+        if self.world > 1:
+            share, most = dd.my_share(lengths, self.ranks, plan, self.budget)
+            us, lengths = [us[k] for k in share], [lengths[k] for k in share]
+        mine = [i for u in us for i in u]
+        local = {i: k for k, i in enumerate(mine)}  # micro-batch samples index `mine`
+        sub = [seqs[i] for i in mine]
+        mbs: list[MicroBatch | None] = [
+            build(sub, [[local[i] for i in us[b]] for b in members]) for members in plan(lengths, self.budget)
+        ]
+        return mine, mbs + [None] * (most - len(mbs))
+
+    def sync(self) -> None:
+        """Phase boundary: this device's queue drained, and every rank got here."""
+        _sync(self.device)
+        if self.world > 1:
+            dist.barrier(group=self.ranks.control)
+
+    @contextlib.contextmanager
+    def _mode(self, training: bool):
+        """Train mode for the update, eval mode for scoring, whatever mode the model came in:
+        transformers and peft enable dropout (and layer checkpointing) only in train mode."""
+        was = self.model.training
+        self.model.train(training)
+        try:
+            yield
+        finally:
+            self.model.train(was)
+
+    @torch.no_grad()
+    def logprobs(self, seqs: Sequence[SeqSpec], adapter: bool = True) -> list[torch.Tensor]:
+        """Per-sequence response logprobs (CPU float32) under the policy, or the base without adapter."""
+        out: list[torch.Tensor | None] = [None] * len(seqs)
+        mine, mbs = self._share(seqs, list(range(len(seqs))))
+        ctx = contextlib.nullcontext() if adapter else adapter_disabled(self.model)
+        with ctx, self._mode(training=False):  # the policy's own distribution: no dropout
+            for mb in mbs:
+                logp, _ = self.forward((mb or dd.dummy()).to(self.device))
+                for k, part in enumerate(torch.split(logp.float().cpu(), mb.response_lens) if mb else ()):
+                    out[mine[mb.samples[k]]] = part
+        if self.world > 1:  # every rank needs every sequence's values (its next share may differ)
+            dd.share_values(out, mine, self.ranks)
+        return out  # type: ignore[return-value]
+
+    # ---- the step ----------------------------------------------------------------------------
+    def _prepare(self, samples: Sequence[TrainSample]) -> list[TrainSample]:
+        cap = self.cfg.max_response_tokens
+        if not cap:
+            return list(samples)
+        return [
+            TrainSample(
+                s.group,
+                s.node_id,
+                s.prompt_ids,
+                s.response_ids[:cap],
+                s.behaviour_logprobs[:cap],
+                s.advantage,
+                s.staleness,
+            )
+            for s in samples
+        ]
+
+    def _active(self, samples: Sequence[TrainSample]) -> list[int]:
+        return [
+            i
+            for i, s in enumerate(samples)
+            if s.response_ids and (s.advantage != 0.0 or self.cfg.kl_coef > 0)
+        ]
+
+    def step(self, samples: Sequence[TrainSample]) -> StepOutput:
+        samples = self._prepare(samples)
+        seqs = [SeqSpec(s.prompt_ids, s.response_ids) for s in samples]
+        active = self._active(samples)
+        updates = self.cfg.ppo_epochs * self.cfg.mini_batches
+        phases: dict[str, float] = {"old_log_prob": 0.0, "ref": 0.0}
+        prox = ref = None
+        if active and (self.cfg.recompute_proximal == "always" or updates > 1):
+            t = time.perf_counter()
+            prox = self._by_index(active, self.logprobs([seqs[i] for i in active]), len(samples))
+            self.sync()
+            phases["old_log_prob"] = time.perf_counter() - t
+        if active and self.cfg.kl_coef > 0:
+            t = time.perf_counter()
+            ref = self._by_index(
+                active, self.logprobs([seqs[i] for i in active], adapter=False), len(samples)
+            )
+            self.sync()
+            phases["ref"] = time.perf_counter() - t
+        t = time.perf_counter()
+        metrics = self._update(samples, seqs, active, prox, ref)
+        self.sync()
+        phases["update_actor"] = time.perf_counter() - t
+        tokens = sum(len(s.response_ids) for s in samples)
+        metrics["tokens"] = float(tokens)
+        metrics["tokens_trained"] = float(
+            sum(len(samples[i].response_ids) + len(samples[i].prompt_ids) for i in active)
+        )
+        metrics["sequences"] = float(len(samples))
+        metrics["sequences_trained"] = float(len(active))
+        return StepOutput(metrics=metrics, phases=phases)
+
+    @staticmethod
+    def _by_index(active: list[int], values: list[torch.Tensor], n: int) -> list[torch.Tensor | None]:
+        out: list[torch.Tensor | None] = [None] * n
+        for i, v in zip(active, values, strict=True):
+            out[i] = v
+        return out
+
+    def _update(self, samples, seqs, active, prox, ref) -> dict[str, float]:
+        acc: dict[str, list[float]] = defaultdict(list)
+        chunks = _split(list(range(len(samples))), self.cfg.mini_batches)
+        with self._mode(training=True):  # LoRA dropout (if set) and gradient checkpointing act here
+            for _epoch in range(self.cfg.ppo_epochs):
+                for members in chunks:
+                    self._optimizer_step(samples, seqs, members, set(active), prox, ref, acc)
+        if self.world > 1:  # each rank saw its own micro-batches: pool them (loss is already global)
+            acc = dd.pool_metrics(acc, self.ranks, keep=("loss", "grad_norm"))
+        return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
+
+    def _optimizer_step(self, samples, seqs, members, active, prox, ref, acc) -> None:
+        weights = token_weights([len(samples[i].response_ids) for i in members], self.cfg.aggregation)
+        weight_of = dict(zip(members, weights, strict=True))
+        todo = [i for i in members if i in active]
+        self.opt.zero_grad(set_to_none=True)
+        total_loss = 0.0
+        mine, mbs = self._share(seqs, todo)
+        for n, mb in enumerate(mbs):
+            if self.world > 1:  # reduce-scatter the summed gradients once, after the last pass
+                self.policy.set_requires_gradient_sync(n == len(mbs) - 1)
+            if mb is None:
+                self.forward(dd.dummy().to(self.device))[0].sum().mul(0.0).backward()
+                continue
+            idx = [mine[k] for k in mb.samples]
+            loss, stats = self._micro(mb.to(self.device), idx, samples, weight_of, prox, ref)
+            loss.backward()
+            total_loss += float(loss.detach())
+            for k, v in stats.items():
+                acc[k].append(v)
+        if self.world > 1:
+            total_loss = dd.sum_over_ranks(total_loss, self.ranks)
+        limit = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.params, limit) if todo else torch.tensor(0.0)
+        if todo:
+            self.opt.step()
+        acc["loss"].append(total_loss)
+        acc["grad_norm"].append(float(dd.full(norm)))
+
+    def _micro(self, mb: MicroBatch, idx, samples, weight_of, prox, ref):
+        logp, entropy = self.forward(mb)
+        dev = logp.device
+
+        def rows(values) -> torch.Tensor:
+            return torch.cat([torch.as_tensor(values[i], dtype=torch.float32) for i in idx]).to(dev)
+
+        p = rows(prox) if prox is not None else logp.detach()
+        behav = torch.cat(
+            [
+                _behaviour(samples[i], p_part)
+                for i, p_part in zip(idx, torch.split(p.cpu(), mb.response_lens), strict=True)
+            ]
+        ).to(dev)
+
+        def per_row(f) -> torch.Tensor:
+            """One value per sample, repeated over that sample's response tokens."""
+            lens = zip(idx, mb.response_lens, strict=True)
+            return torch.cat([torch.full((n,), f(i), dtype=torch.float32) for i, n in lens]).to(dev)
+
+        adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
+        r = rows(ref) if ref is not None else None
+        loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r)
+        out = {k: float(v.mean()) for k, v in stats.items()}
+        out["clipfrac"] = out.pop("clipped")
+        out["entropy"] = float(entropy.mean())
+        out["behaviour_mismatch"] = float((p - behav).abs().mean())
+        return loss, out
+
+    # ---- state -------------------------------------------------------------------------------
+    def state(self) -> dict:
+        import random
+
+        import numpy as np
+
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        if self.ranks is None:
+            return {"optimizer": self.opt.state_dict(), "rng": rng}
+        return {"optimizer": dd.gather_optimizer(self.opt, self.params), "rng": rng}  # one-device layout
+
+    def load_state(self, state: dict) -> None:
+        import random
+
+        import numpy as np
+
+        if self.ranks is None:
+            self.opt.load_state_dict(state["optimizer"])
+        else:
+            dd.scatter_optimizer(self.opt, self.params, state["optimizer"])
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def export(self):
+        """What a version's checkpoint and push save (`save_pretrained`): the live model on one
+        device; with ranks, the adapter gathered once into whole tensors (a collective)."""
+        if self.ranks is None:
+            return self.model
+        return dd.GatheredAdapter(self.model, dd.gather_adapter(self.model))
+
+    def load_adapter(self, adapter_dir) -> None:
+        """Copy a saved adapter's weights into the live (possibly sharded) adapter."""
+        from treegrpo_learner import _checkpoint as ckpt
+
+        if self.ranks is None:
+            ckpt.load_adapter_weights(self.model, adapter_dir)
+            return
+        from safetensors.torch import load_file
+
+        dd.scatter_adapter(self.model, load_file(str(Path(adapter_dir) / "adapter_model.safetensors")))
+
+
+def _keep_input_dtype(model) -> None:
+    """Under bf16 autocast, stop peft casting each LoRA input to the adapter's float32: the cast
+    copy would be saved for backward beside the base layer's own input (a third more activation
+    memory on an 8B model); autocast runs the small LoRA matmuls in bf16 from the shared input."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
+
+
+def _behaviour(s: TrainSample, prox_part: torch.Tensor) -> torch.Tensor:
+    """Behaviour logprobs as recorded by the sampler; the proximal ones where none were recorded."""
+    if len(s.behaviour_logprobs) != len(s.response_ids):
+        return prox_part.float()
+    return torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
+
+
+def _split(items: list[int], parts_: int) -> list[list[int]]:
+    parts_ = max(1, min(parts_, len(items))) if items else 1
+    size = math.ceil(len(items) / parts_) if items else 0
+    return [items[i : i + size] for i in range(0, len(items), size)] if items else [[]]

@@ -1,0 +1,219 @@
+"""LearnerService: consume scored groups, step when a batch is ready, publish each version.
+
+Handlers: `run.started` (warm the model for the run), `group.scored` (gather the members' training
+data and wait, unacknowledged, until the group has been trained into a durable version or dropped
+as stale). A separate loop takes batches from the buffer and steps. Start it with
+
+    treegrpo serve learner --set model=/path/to/model --set sampler_endpoints='["127.0.0.1:50151"]'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from opentelemetry import trace
+
+from treegrpo.bus import ConsumerOptions, Deferred, Delivery, TransientError
+from treegrpo.config import RunSpec
+from treegrpo.events import Kind
+from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_learner._buffer import PendingGroup
+from treegrpo_learner._checkpoint import CheckpointError, NonFiniteWeights
+from treegrpo_learner._run_learner import RunLearner
+from treegrpo_learner._wandb import StepLogger
+from treegrpo_learner.config import LearnerConfig
+
+log = logging.getLogger(__name__)
+
+
+class LearnerService(Service):
+    name = "learner"
+    config_cls = LearnerConfig
+
+    def __init__(self, config: LearnerConfig, instance: str | None = None):
+        super().__init__(config, instance)
+        self.config: LearnerConfig = config
+        self.active: RunLearner | None = None
+        self._opening = asyncio.Lock()
+        self._loop: asyncio.Task | None = None
+        self._warm: asyncio.Task | None = None
+        self._last_step_end = time.monotonic()
+        self._dropped_since_step = 0
+        self.steps: list[pb.LearnerStepped] = []
+        self.wandb = StepLogger(config.wandb)
+
+    def handlers(self):
+        return {
+            Kind.RUN_STARTED: self.on_run_started,
+            Kind.GROUP_SCORED: self.on_group_scored,
+            Kind.RUN_ENDED: self.on_run_ended,
+        }
+
+    def consumer_options(self) -> ConsumerOptions:
+        # every waiting group holds its message unacked; heartbeats keep them from redelivery
+        return ConsumerOptions(
+            max_inflight=self.config.max_inflight_groups, ack_wait_s=self.config.ack_wait_s
+        )
+
+    async def on_setup(self) -> None:
+        self._loop = asyncio.create_task(self._train_loop(), name="learner-train-loop")
+        if self.config.run_id:  # load the policy and restore now, not at the first group
+            self._warm = asyncio.create_task(self._warm_up(self.config.run_id), name="learner-warm-up")
+
+    async def _warm_up(self, run_id: str) -> None:
+        while not self.stopping.is_set() and self.active is None:
+            try:
+                if await self._ensure_run(run_id) is None:
+                    return  # a search-only run
+            except TransientError:
+                await asyncio.sleep(1.0)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.active is not None:
+            self.active.buffer.fail_all(TransientError("learner stopping", 1.0))
+
+    async def on_stop(self) -> None:
+        for t in (self._loop, self._warm):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+        if self.active is not None:
+            await asyncio.to_thread(self.active.shutdown)
+        self.wandb.close()
+
+    # ---- handlers ------------------------------------------------------------------------------
+    async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
+        run_id = event.envelope.run_id
+        if self.active is None and (not self.config.run_id or self.config.run_id == run_id):
+            spec = RunSpec.from_json(event.run_started.run_spec_json)
+            if spec.train:
+                await self._ensure_run(run_id)
+
+    async def on_run_ended(self, event: pb.Event, delivery: Delivery) -> None:
+        """The run this learner trains ended (stopped, failed, completed): let it go, so an
+        unscoped learner can take the next run. Its waiting groups go back unacked."""
+        run = self.active
+        if run is None or run.run_id != event.envelope.run_id or self.config.run_id:
+            return  # a scoped learner stops with its runner
+        async with self._opening:
+            if self.active is run:
+                log.info("run %s ended (%s); releasing it", run.run_id, event.run_ended.outcome)
+                run.buffer.fail_all(TransientError(f"run {run.run_id} ended", 30.0))
+                self.active = None
+
+    async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
+        run_id = event.envelope.run_id
+        if self.config.run_id and run_id != self.config.run_id:
+            return
+        run = await self._ensure_run(run_id)
+        gs = event.group_scored
+        if run is None or gs.sibling_group in run.trained or not gs.members:
+            return  # search-only run, already trained (a redelivery after a crash), or empty
+        if gs.sibling_group in run.inflight:  # a redelivery while its step runs: share that outcome
+            await asyncio.shield(run.inflight[gs.sibling_group])
+            return
+        members = await run.members(gs)
+        ctx = trace.get_current_span().get_span_context()
+        group = run.buffer.add(
+            PendingGroup(
+                gs.sibling_group,
+                gs.task,
+                gs.round,
+                gs.step,
+                delivery.stream_seq,
+                members,
+                asyncio.get_running_loop().create_future(),
+                ctx,
+            )
+        )
+        await asyncio.shield(group.done)
+
+    async def _ensure_run(self, run_id: str) -> RunLearner | None:
+        async with self._opening:
+            if self.active is not None:
+                if self.active.run_id != run_id:
+                    # one run at a time: the other run's groups wait (never dead-lettered for it)
+                    raise Deferred(f"learner is busy with run {self.active.run_id}", 30.0)
+                return self.active
+            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
+            if started is None:
+                raise TransientError(f"run {run_id} has no run.started yet", 2.0)
+            spec = RunSpec.from_json(started.run_started.run_spec_json)
+            if not spec.train:
+                return None
+            if not self.config.run_id and not (await self.bus.run_ends(run_id)).open:
+                raise TransientError(f"run {run_id} has ended; not training it", 30.0)
+            run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
+            try:
+                await run.open()
+            except (
+                PERMANENT_SETUP_ERRORS
+            ) as exc:  # no model, no good checkpoint: nak the group, stop with the reason
+                reason = exc.reason if isinstance(exc, CheckpointError) else f"{type(exc).__name__}: {exc}"
+                self.fail(f"cannot open run {run_id}: {reason}")
+                raise TransientError(reason, 30.0) from exc
+            for note in run.restore_notes:
+                self.note_error(note)
+            self.active = run
+            self.wandb.start(run_id, self.config)
+            return run
+
+    # ---- the loop ------------------------------------------------------------------------------
+    async def _train_loop(self) -> None:
+        while not self.stopping.is_set():
+            run = self.active
+            if run is None:
+                await asyncio.sleep(0.2)
+                continue
+            batch = run.buffer.take(
+                run.need, run.state.step, run.spec.max_staleness, run.sync, run.consumed_in_round
+            )
+            if batch is None:
+                run.buffer.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(run.buffer.changed.wait(), 1.0)
+                continue
+            if batch.stale:
+                run.drop_stale(batch)
+                self._dropped_since_step += len(batch.stale)
+            if batch.groups:
+                await self._step(run, batch)
+
+    async def _step(self, run: RunLearner, batch) -> None:
+        waited = time.monotonic() - self._last_step_end
+        try:
+            record = await run.step(batch, waited, self._dropped_since_step)
+        except NonFiniteWeights as exc:  # permanent: retrying the batch from the same weights gives the same
+            for g in batch.groups:
+                if not g.done.done():
+                    g.done.set_exception(TransientError(str(exc), 30.0))
+            run.buffer.fail_all(TransientError("learner stopping", 30.0))
+            self.fail(str(exc))
+            return
+        except Exception as exc:  # the in-memory policy may be half-updated: rebuild from durable state
+            log.exception("step failed; reopening run %s from its last durable version", run.run_id)
+            for g in batch.groups:
+                if not g.done.done():
+                    g.done.set_exception(TransientError(f"step failed: {type(exc).__name__}: {exc}", 5.0))
+            run.buffer.fail_all(TransientError("learner reopening", 2.0))
+            self.active = None
+            await asyncio.to_thread(run.shutdown)  # a sharded learner's ranks start afresh with the run
+            return
+        self._dropped_since_step = 0
+        self._last_step_end = time.monotonic()
+        self.steps.append(record)
+        self.wandb.log(record)
+        log.info(
+            "step %d: %d groups (%d with signal), loss %.4f, %.1fs",
+            record.step,
+            len(record.sibling_groups),
+            record.groups_with_signal,
+            record.metrics.get("loss", 0.0),
+            record.total_s,
+        )

@@ -1,0 +1,357 @@
+"""SamplerService: grows every task's tree per round and samples its nodes.
+
+Handlers fold the facts the sampler depends on (`run.started`, `group.scored`,
+`policy.published`, `run.completed`) into per-run state; a separate pump task turns that state
+into work through the pure tree policy and samples up to `max_concurrent_groups` groups at once,
+so the consumer keeps acking and heartbeating while the model generates. On the first event of a
+run the state is rebuilt by replaying the run's log, so a restarted sampler resumes exactly where
+the log says it was: half-sampled groups get only their missing siblings (deterministic node ids
+make any re-publish a no-op), and a policy version published while it was down is pulled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
+from treegrpo.config import treegrpo_home
+from treegrpo.events import IMPORTED_PRODUCER, Kind
+from treegrpo.prompts import TaskContext, task_context
+from treegrpo.service import Service
+from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler import _expand
+from treegrpo_sampler._adapters import AdapterLoader, VersionGate
+from treegrpo_sampler._state import REPLAY_KINDS, RunState
+from treegrpo_sampler._weights import WeightReceiver
+from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
+from treegrpo_sampler.config import SamplerConfig
+from treegrpo_sampler.policy import Expansion, next_expansions, round_complete
+
+log = logging.getLogger(__name__)
+RETRY_S = 5.0  # a group whose sampling failed (bus down, missing task folder) is retried after this
+
+
+class SamplerService(Service):
+    name = "sampler"
+    config_cls = SamplerConfig
+    config: SamplerConfig
+
+    def __init__(self, config: SamplerConfig, instance: str | None = None):
+        super().__init__(config, instance)
+        self.backend = None
+        self.gate = VersionGate()
+        self.loader: AdapterLoader | None = None
+        self.receiver: WeightReceiver | None = None
+        self.runs: dict[str, RunState] = {}
+        self._run_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._busy: dict[str, asyncio.Task] = {}
+        self._pulls: dict[tuple[str, int], asyncio.Task] = {}
+        self._contexts: dict[str, TaskContext] = {}
+        self._pump_task: asyncio.Task | None = None
+        self._foreign_warned: set[str] = set()
+        self._retry_at: dict[str, float] = {}  # group id -> monotonic time before which a failed group waits
+        self._served_at: dict[str, float] = {}  # run -> when the pump last started a group of it
+        self.groups_sampled = 0
+
+    @property
+    def weights_address(self) -> str:
+        """host:port of the gRPC weight receiver (what the learner pushes adapters to)."""
+        return self.receiver.address if self.receiver else ""
+
+    @property
+    def model_name(self) -> str:
+        return str(resolve_model_path(self.config))
+
+    def handlers(self):
+        return {
+            Kind.RUN_STARTED: self.on_run_started,
+            Kind.RUN_COMPLETED: self.on_run_completed,
+            Kind.RUN_ENDED: self.on_run_completed,
+            Kind.RUN_RESUMED: self.on_run_resumed,
+            Kind.GROUP_SCORED: self.on_group_scored,
+            Kind.POLICY_PUBLISHED: self.on_policy_published,
+        }
+
+    def consumer_options(self) -> ConsumerOptions:
+        return ConsumerOptions(max_inflight=8, ack_wait_s=60.0)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    async def on_setup(self) -> None:
+        self.backend = await asyncio.to_thread(create_backend, self.config)
+        workdir = (
+            Path(self.config.workdir).expanduser() if self.config.workdir else treegrpo_home() / "sampler"
+        )
+        self.loader = AdapterLoader(
+            self.backend,
+            self.bus,
+            self.gate,
+            self.instance,
+            workdir / "adapters",
+            self.producer,
+            self.config.grpc.published_wait_s,
+        )
+        g = self.config.grpc
+        self.receiver = WeightReceiver(self.loader, g.host, g.port, g.max_adapter_bytes, spool_dir=None)
+        address = await self.receiver.start()
+        addr_file = Path(g.address_file).expanduser() if g.address_file else workdir / f"{self.instance}.grpc"
+        addr_file.parent.mkdir(parents=True, exist_ok=True)
+        addr_file.write_text(address + "\n")
+        log.info(
+            "sampler %s: backend %s, weights at %s (written to %s)",
+            self.instance,
+            self.backend.name,
+            address,
+            addr_file,
+        )
+        self._pump_task = asyncio.create_task(self._pump())
+        await self._resume_open_runs()
+
+    async def _resume_open_runs(self) -> None:
+        """After a restart the facts that would wake us may all be acked already: look for open
+        runs (ours alone when scoped to one). A run whose last attempt ended (stopped, failed,
+        completed) is never picked up again until `treegrpo run --resume` reopens it."""
+        for run_id in [self.run_id] if self.run_id else await self.bus.run_ids():
+            if (await self.bus.run_ends(run_id)).open:
+                await self.ensure_run(run_id)
+
+    async def on_stop(self) -> None:
+        for task in [self._pump_task, *self._busy.values(), *self._pulls.values()]:
+            if task is not None:
+                task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(
+                *[t for t in [self._pump_task, *self._busy.values()] if t], return_exceptions=True
+            )
+        if self.receiver is not None:
+            await self.receiver.stop()
+        if self.backend is not None:
+            await self.backend.close()
+
+    # ---- handlers: fold facts, wake the pump ------------------------------------------------
+    async def ensure_run(self, run_id: str) -> RunState | None:
+        """The run's state, rebuilt from its log on first sight (None: no run.started yet)."""
+        async with self._run_lock:
+            if run_id in self.runs:
+                return self.runs[run_id]
+            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
+            if started is None or started.envelope.producer == IMPORTED_PRODUCER:
+                return None  # not started yet, or history read back from an archive: never work to redo
+            state = RunState.from_started(run_id, started.run_started)
+            async for _, event in self.bus.replay(run_id, REPLAY_KINDS):
+                state.apply(event)
+            self.runs[run_id] = state
+            log.info("run %s: rebuilt from the log (%d nodes sampled)", run_id, len(state.nodes))
+        await self._catch_up(state)
+        for rs in list(state.rounds.values()):
+            await self._maybe_complete_round(state, rs)
+        self._wake.set()
+        return state
+
+    async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
+        try:
+            await self.ensure_run(event.envelope.run_id)
+        except ValueError as exc:  # the RunSpec JSON does not validate: nothing a retry can fix
+            raise PermanentError(f"bad run spec: {exc}") from exc
+
+    async def on_run_completed(self, event: pb.Event, delivery: Delivery) -> None:
+        """run.completed or run.ended: stop sampling the run (groups in flight finish)."""
+        state = self.runs.get(event.envelope.run_id)
+        if state is not None:
+            state.apply(event)
+
+    async def on_run_resumed(self, event: pb.Event, delivery: Delivery) -> None:
+        state = self.runs.get(event.envelope.run_id)
+        if state is None:
+            await self.ensure_run(event.envelope.run_id)
+            return
+        state.apply(event)
+        await self._catch_up(state)
+        self._wake.set()
+
+    async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
+        state = await self.ensure_run(event.envelope.run_id)
+        if state is None:
+            raise TransientError("group scored before its run.started is visible", 2.0)
+        state.apply(event)
+        body = event.group_scored
+        await self._maybe_complete_round(state, state.round(body.task, body.round))
+        self._wake.set()
+
+    async def on_policy_published(self, event: pb.Event, delivery: Delivery) -> None:
+        state = await self.ensure_run(event.envelope.run_id)
+        if state is None:
+            raise TransientError("policy published before its run.started is visible", 2.0)
+        state.apply(event)
+        self._schedule_pull(state, event.policy_published, self.config.grpc.pull_after_s)
+
+    # ---- weights: pull a version no push brought --------------------------------------------
+    async def _catch_up(self, state: RunState) -> None:
+        latest = state.latest_published()
+        if latest is not None and latest.version > self.backend.version and not state.completed:
+            self._schedule_pull(state, latest, 0.0)
+
+    def _schedule_pull(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
+        key = (state.run_id, published.version)
+        if published.version <= self.backend.version or key in self._pulls:
+            return
+        task = asyncio.create_task(self._pull_later(state, published, after_s))
+        self._pulls[key] = task
+        task.add_done_callback(lambda _t, k=key: self._pulls.pop(k, None))
+
+    async def _pull_later(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
+        deadline = time.monotonic() + after_s
+        while self.backend.version < published.version and not (self.stopping.is_set() or state.completed):
+            if time.monotonic() >= deadline:
+                result = await self.loader.pull(state.run_id, published)
+                if result.accepted:
+                    break
+                deadline = time.monotonic() + max(1.0, self.config.grpc.pull_after_s)  # retry later
+            await asyncio.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
+        self._wake.set()
+
+    # ---- rounds -----------------------------------------------------------------------------
+    async def _maybe_complete_round(self, state: RunState, rs) -> None:
+        if state.completed or rs.completed or not round_complete(rs, state.spec):
+            return
+        # the fact only: the round's summary is a projection of its node events (treegrpo.archive), so
+        # ending a round costs no lookup per node
+        body = pb.RoundCompleted(task=rs.task, round=rs.round, completed_unix=int(time.time()))
+        await self.publish(state.run_id, body)
+        rs.completed = True
+        scores = [s for g in rs.groups.values() for s in (g.scores or {}).values()]
+        log.info(
+            "run %s: %s round %d complete (%d/%d valid)",
+            state.run_id,
+            rs.task,
+            rs.round,
+            sum(not s.buggy for s in scores),
+            len(scores),
+        )
+        if state.all_rounds_complete() and not state.completed and self.config.publish_run_completed:
+            await self.publish(
+                state.run_id,
+                pb.RunCompleted(outcome="completed", reason="every task's last round is complete"),
+            )
+            state.completed = True
+
+    # ---- the pump: state -> work ------------------------------------------------------------
+    async def _pump(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            self._wake.clear()
+            # runs take turns: the one served longest ago first, each with its share of the slots
+            runs = sorted(
+                (s for s in self.runs.values() if not s.completed),
+                key=lambda s: self._served_at.get(s.run_id, 0.0),
+            )
+            share = max(1, self.config.max_concurrent_groups // max(1, len(runs)))
+            for state in runs:
+                if self._launch(state, share):
+                    self._served_at[state.run_id] = time.monotonic()
+
+    def _launch(self, state: RunState, share: int) -> int:
+        """Start up to `share` of the free slots' groups for this run; how many started."""
+        free = min(share, self.config.max_concurrent_groups - len(self._busy))
+        if free <= 0:
+            return 0
+        version = self._version_for(state)
+        if version is None:
+            return 0
+        now = time.monotonic()
+        waiting = {gid for gid, at in self._retry_at.items() if at > now}
+        todo = next_expansions(state.run_id, state.spec, state.rounds, version, set(self._busy) | waiting)
+        for exp in todo[:free]:
+            task = asyncio.create_task(self._sample(state, exp))
+            self._busy[exp.group_id] = task
+            task.add_done_callback(lambda t, gid=exp.group_id: self._done(gid, t))
+        return len(todo[:free])
+
+    def _version_for(self, state: RunState) -> int | None:
+        """The version this run may be sampled with; None while another run's adapter is loaded."""
+        if self.backend.version == 0 or self.loader.serving_run == state.run_id:
+            return self.backend.version
+        if state.run_id not in self._foreign_warned:
+            self._foreign_warned.add(state.run_id)
+            log.error(
+                "run %s waits: this sampler serves run %s's adapter v%d (one training run per sampler; "
+                "restart it to switch runs)",
+                state.run_id,
+                self.loader.serving_run,
+                self.backend.version,
+            )
+        return None
+
+    def _done(self, group_id: str, task: asyncio.Task) -> None:
+        self._busy.pop(group_id, None)
+        if not task.cancelled() and isinstance(task.exception(), FileNotFoundError) and self.run_id:
+            # a task the run names is nowhere to be found: no retry brings it, and this sampler
+            # serves that one run, so stop it with the reason (an unscoped one keeps serving others)
+            self.fail(f"group {group_id}: {task.exception()}")
+        elif not task.cancelled() and task.exception() is not None:
+            log.error("group %s failed: %r; retrying in %.0fs", group_id, task.exception(), RETRY_S)
+            self.note_error(f"group {group_id}: {type(task.exception()).__name__}: {task.exception()}")
+            self._retry_at[group_id] = time.monotonic() + RETRY_S
+        self._wake.set()
+
+    async def _sample(self, state: RunState, exp: Expansion) -> None:
+        # one trace per sibling group: each node's journey sampler -> executor -> grader -> learner
+        # continues it through the message headers
+        with self.tracer.start_as_current_span(
+            "sampler sample group",
+            attributes={
+                "treegrpo.run_id": state.run_id,
+                "treegrpo.sibling_group": exp.group_id,
+                "treegrpo.task": exp.task,
+                "treegrpo.round": exp.round,
+            },
+        ):
+            await self._sample_group(state, exp)
+
+    async def _sample_group(self, state: RunState, exp: Expansion) -> None:
+        rs = state.round(exp.task, exp.round)
+        if rs.started_unix is None:
+            body = pb.RoundStarted(
+                task=exp.task,
+                round=exp.round,
+                policy_version=self.backend.version,
+                model=state.spec.model or self.model_name,
+                started_unix=int(time.time()),
+                expansions=state.spec.tree.expansions,
+                group_size=state.spec.tree.group_size,
+            )
+            await self.publish(state.run_id, body)
+            state.apply(pb.Event(round_started=body))
+        ctx = await self._context(exp.task)
+        messages = await _expand.prompt_for(self.bus, state, exp, ctx, self.config.prompts)
+        s = self.config.sampling
+        params = SamplingParams(
+            max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=_expand.sampling_seed(state, exp),
+        )
+        async with self.gate.generating():  # no swap can land while this group generates
+            version, started = self.backend.version, time.perf_counter()
+            completions = await self.backend.generate(messages, len(exp.missing), params)
+            sampled = _expand.Sampled(completions, version, time.perf_counter() - started)
+        evs = _expand.node_events(
+            state, exp, messages, sampled, self.producer, self.instance, state.spec.model or self.model_name
+        )
+        await self.bus.publish_many(evs)
+        for e in evs:
+            state.apply(e)
+        self.groups_sampled += 1
+
+    async def _context(self, task: str) -> TaskContext:
+        if task not in self._contexts:
+            p = self.config.prompts
+            self._contexts[task] = await asyncio.to_thread(
+                task_context, task, p.task_roots or None, p.csv_head_lines
+            )
+        return self._contexts[task]

@@ -1,0 +1,311 @@
+"""One run end to end: NATS, the four services as processes, run.started, progress, export, report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from opentelemetry import trace
+from rich.console import Console
+from rich.live import Live
+
+from treegrpo import events as ev_mod
+from treegrpo._topology import SERVICES
+from treegrpo.bus import STREAM, Bus
+from treegrpo.config import ConfigError, RunSpec, treegrpo_home
+from treegrpo.embedded import free_port
+from treegrpo.events import Kind
+from treegrpo.health import heartbeat_path
+from treegrpo.runner._config import RunFile, deep_merge
+from treegrpo.runner._faults import FaultWatch
+from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+from treegrpo.runner._nats import NatsHandle, open_nats
+from treegrpo.runner._progress import Progress
+from treegrpo.runner._supervisor import Supervisor
+from treegrpo.runner._toml import dump_toml
+from treegrpo.telemetry import file_tracer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    outcome: str
+    progress: Progress
+    out_dir: Path
+    run_dir: Path
+
+
+async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
+    found = await bus.last_event(run_id, Kind.RUN_STARTED)
+    if found is None:
+        raise ConfigError(f"no run {run_id!r} in the log to resume")
+    return RunSpec.from_json(found.run_started.run_spec_json)
+
+
+def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
+    """Each service's config: the run file's section plus what the runner wires together."""
+    home = treegrpo_home()
+    model = rf.service("sampler").model or spec.model or str(home / "models" / "small")
+    common = {"nats": {"url": url}}
+    run = {"run_id": spec.run_id}  # each service consumes this run's events alone (docs/DEPLOY.md)
+    wiring = {
+        # the runner says run.completed once training caught up too, not when rollout ends;
+        # unpacked adapters per run: two runs' samplers on one home must not share v1/
+        "sampler": {
+            "model": model,
+            "grpc": {"port": grpc_port, "host": "127.0.0.1"},
+            "publish_run_completed": False,
+            "workdir": str(run_dir / "sampler"),
+            **run,
+        },
+        "executor": {**run},
+        "grader": {**run},
+        "learner": {
+            "model": rf.service("learner").model or model,
+            "sampler_endpoints": [f"127.0.0.1:{grpc_port}"],
+            **run,
+        },
+    }
+    # one span file per service: several processes appending to one file could interleave lines;
+    # heartbeats per run, so two runs on one home never read each other's
+    traces = {
+        n: {
+            "telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
+            "health": {"file": str(heartbeat_path(n, root=run_dir))},
+        }
+        for n in SERVICES
+    }
+    (run_dir / "traces").mkdir(parents=True, exist_ok=True)
+    return {
+        n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICES
+    }
+
+
+def validate_sections(sections: dict[str, dict]) -> None:
+    """Fail before anything starts if a service section is wrong (names the field)."""
+    from treegrpo.config import load
+    from treegrpo.registry import config_class
+
+    for name, data in sections.items():
+        try:
+            load(config_class(name), None, data)
+        except ConfigError as exc:
+            raise ConfigError(f"[{name}] {exc}") from exc
+
+
+def write_configs(sections: dict[str, dict], run_dir: Path) -> dict[str, Path]:
+    paths = {}
+    for name, data in sections.items():
+        p = run_dir / "config" / f"{name}.toml"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(dump_toml(data))
+        tomllib.loads(p.read_text())  # what we wrote must read back
+        paths[name] = p
+    return paths
+
+
+async def watch(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
+    """Fold the run's events (from its first) into `progress` until `stop`."""
+    sub = await bus.js.subscribe(f"{ev_mod.SUBJECT_ROOT}.{run_id}.>", stream=STREAM, ordered_consumer=True)
+    try:
+        while not stop.is_set():
+            try:
+                msg = await sub.next_msg(timeout=0.5)
+            except TimeoutError:
+                continue
+            with contextlib.suppress(ev_mod.UndecodableEvent):
+                progress.apply(ev_mod.decode(msg.data))
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+async def _finish_step(progress: Progress, rf: RunFile) -> bool:
+    """True once rollout is complete and training caught up (or stopped coming)."""
+    if not progress.rollout_done:
+        return False
+    if progress.training_done:
+        return True
+    quiet_since = max(progress.last_step_at, progress.started)
+    return time.time() - quiet_since > rf.runner.learner_idle_s
+
+
+async def execute(rf: RunFile, resume: str = "", console: Console | None = None) -> RunResult:
+    """Run (or resume) one run to completion; Ctrl-C stops it cleanly, resumable. Every attempt
+    ends with `run.ended` on the log (completed / stopped / failed and why)."""
+    console = console or Console()
+    home = treegrpo_home()
+    nats = open_nats(rf.runner.nats_url)
+    bus = await Bus.connect(nats.url, "runner", 15)
+    try:
+        await bus.ensure()
+        return await _execute(rf, resume, console, home, nats, bus)
+    finally:
+        await bus.close()
+        nats.close()
+
+
+def _runner_span(tracer: trace.Tracer, what: str, run_id: str, **attrs: str):
+    return tracer.start_as_current_span(
+        f"runner {what}",
+        kind=trace.SpanKind.PRODUCER,
+        attributes={"treegrpo.run_id": run_id, **{f"treegrpo.{k}": v for k, v in attrs.items()}},
+    )
+
+
+async def _execute(
+    rf: RunFile, resume: str, console: Console, home: Path, nats: NatsHandle, bus: Bus
+) -> RunResult:
+    spec = await existing_spec(bus, resume) if resume else rf.spec()
+    if not resume:
+        spec = spec.model_copy(update={"run_id": spec.run_id or new_run_id()})
+    run_dir = home / "runs" / spec.run_id
+    prepare_tasks(spec)
+    sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
+    if not spec.train:
+        sections.pop("learner")
+    validate_sections(sections)
+    # the runner's own facts (run.started / resumed / ended / completed) are published inside spans
+    # of its own trace file (its folder made by service_sections), so the traceparent they carry
+    # names a span a trace viewer can show
+    tracer = file_tracer("runner", run_dir / "traces" / "runner.jsonl")
+    out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
+    # the log decides who owns a run id: claim it (or reopen it) before anything else is written
+    with _runner_span(tracer, "reopen run" if resume else "claim run", spec.run_id):
+        if resume:
+            attempt = await reopen_run(bus, spec.run_id)
+        else:
+            await claim_run(bus, spec)
+            attempt = 1
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths = write_configs(sections, run_dir)
+    sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
+    env = {
+        "TREEGRPO_HOME": str(home),
+        "TREEGRPO_NATS_URL": nats.url,
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+    }
+    for name in paths:
+        if not rf.runner.attach:
+            sup.add_service(name, paths[name], env, heartbeat_path(name, root=run_dir))
+    progress = Progress(spec.tasks, spec.rounds, spec.train)
+    faults = FaultWatch(bus, _watched_folders(home, nats), rf.runner.min_free_mb, nats.url)
+    stop = asyncio.Event()
+    outcome, reason = "failed", "the runner stopped unexpectedly"
+    watcher = asyncio.create_task(_watch_forever(bus, spec.run_id, progress, stop))
+    try:
+        sup.start_all()
+        console.print(
+            f"[bold]run {spec.run_id}[/]{f' (attempt {attempt})' if attempt > 1 else ''} — "
+            f"{len(spec.tasks)} task(s) × {spec.rounds} round(s), "
+            f"E={spec.tree.expansions} G={spec.tree.group_size}, train={spec.train}, "
+            f"max_staleness={spec.max_staleness}; logs in {run_dir / 'logs'}"
+        )
+        outcome, reason = await _supervise(rf, sup, nats, faults, progress, console)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
+    finally:
+        stop.set()
+        sup.stop_all(rf.runner.stop_grace_s)
+        with contextlib.suppress(Exception):
+            await watcher
+        with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
+            with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
+                await end_run(bus, spec.run_id, attempt, outcome, reason)
+    if outcome == "completed":
+        if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
+            outcome = "export_failed"
+    elif outcome == "stopped":
+        console.print(f"[yellow]stopped.[/] resume with: [bold]treegrpo run --resume {spec.run_id}[/]")
+    else:
+        console.print(f"[red]run {spec.run_id} failed:[/] {reason}")
+    return RunResult(spec.run_id, outcome, progress, out_dir, run_dir)
+
+
+def _watched_folders(home: Path, nats: NatsHandle) -> dict[str, Path]:
+    folders = {"$TREEGRPO_HOME": home}
+    store = nats.server.store_dir if nats.server is not None else home / "nats" / "data"
+    if store.exists() or nats.server is not None:  # our server's, or the one `treegrpo nats up` keeps
+        folders["the NATS store"] = store
+    return folders
+
+
+def prepare_tasks(spec: RunSpec) -> None:
+    """Generate the built-in tasks the run names once (a cache), before the services that read them
+    start; MLE-bench tasks come from their data roots."""
+    from treegrpo.tasks import BUILTINS, ensure_builtin_tasks
+
+    builtin = [t for t in spec.tasks if t in BUILTINS]
+    if builtin:  # ensure_builtin_tasks(tasks=[]) would mean every built-in
+        ensure_builtin_tasks(tasks=builtin)
+
+
+async def _watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
+    """The watcher re-subscribes after a NATS restart; `progress` ignores facts it already saw."""
+    while not stop.is_set():
+        try:
+            await watch(bus, run_id, progress, stop)
+        except Exception as exc:  # server restarts, slow consumers: start over, dedup by id
+            log.debug("watcher restarting after %s", exc)
+            await asyncio.sleep(0.5)
+
+
+async def _supervise(
+    rf: RunFile, sup: Supervisor, nats: NatsHandle, faults: FaultWatch, progress: Progress, console: Console
+) -> tuple[str, str]:
+    """(outcome, reason) once the run completed or failed; faults are printed as they begin and clear."""
+    deadline = time.time() + rf.runner.timeout_s if rf.runner.timeout_s else float("inf")
+    services = lambda: {n: (p.alive, p.restarts, sup.state(p)) for n, p in sup.procs.items()}  # noqa: E731
+    with Live(
+        progress.table(services(), faults.lines),
+        console=console,
+        refresh_per_second=2,
+        transient=False,
+        auto_refresh=rf.runner.live,
+    ) as live:
+        while True:
+            await asyncio.sleep(0.5)
+            for note in filter(None, [nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]):
+                console.print(f"[yellow]{note}[/]")
+            live.update(progress.table(services(), faults.lines))
+            if sup.failures:
+                return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
+            if sup.gave_up:
+                console.print(f"[red]gave up on {', '.join(sup.gave_up)}; see {sup.run_dir / 'logs'}[/]")
+                return "failed", f"gave up restarting {', '.join(sup.gave_up)} (runner.max_restarts)"
+            if await _finish_step(progress, rf):
+                return "completed", "every round complete and trained"
+            if time.time() > deadline:
+                console.print(f"[red]run exceeded timeout_s={rf.runner.timeout_s}[/]")
+                return "failed", f"exceeded runner.timeout_s={rf.runner.timeout_s:g}"
+
+
+async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> bool:
+    """False when the export breaks one of the seed's invariants (the files stay for inspection)."""
+    if rf.runner.export:
+        from treegrpo.archive import ArchiveInvariantError, export_runs
+
+        try:
+            export_runs_result = await export_runs(bus, [run_id], out_dir / "export")
+        except ArchiveInvariantError as exc:
+            console.print(f"[red]export broke the seed's invariants:[/] {exc}")
+            return False
+        r = export_runs_result[0]
+        console.print(
+            f"[green]exported[/] {r.nodes} nodes in {r.rounds} task-rounds ({r.bytes / 1e6:.1f} MB) "
+            f"as the seed's data root: {r.path}"
+        )
+    if rf.runner.report:
+        from treegrpo.report import build_report
+
+        await build_report(bus, [run_id], out_dir / "report")
+        console.print(f"[green]report[/]: {out_dir / 'report' / 'report.md'}")
+    return True
