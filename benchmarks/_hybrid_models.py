@@ -91,7 +91,7 @@ def build(shape: str, device: str, lora, checkpointing: bool = False):
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen3_5ForCausalLM._from_config(
-            cfg, dtype=torch.bfloat16 if device == "cuda" else torch.float32
+            cfg, dtype=torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
         )
     for p in model.parameters():
         p.requires_grad_(False)

@@ -8,6 +8,7 @@
 #   bash benchmarks/learner_hybrid_gpu.sh stage2   # piece 2, install; gpu tests; 9B on fla: MFU, shared, head
 #   bash benchmarks/learner_hybrid_gpu.sh stage3   # Qwen3.6-27B shape on fla, one device: 8x8192, 4x16384
 #   bash benchmarks/learner_hybrid_gpu.sh stage4   # the same model through FSDP2 over one rank
+#   bash benchmarks/learner_hybrid_gpu.sh repeat   # gpu tests again; 9B rows again (a second run), more shapes
 # Results (JSON, logs) in $OUT.
 set -uo pipefail
 OUT=${OUT:-out/hybrid}
@@ -26,6 +27,11 @@ with_fla() {
   fi
 }
 
+gpu_tests() {  # --noconftest: tests/conftest.py imports the core's pydantic modules, not on the image
+  TG_GPU_REPORT="$OUT/gdn_exactness.json" timeout 330 python3 -m pytest -q -s -p no:cacheprovider --noconftest \
+    -m gpu tests/gpu/test_learner_gdn_gpu.py tests/gpu/test_learner_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
+}
+
 stage1() {
   bash scripts/gpu_fla.sh stash ../.fla1
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv
@@ -39,8 +45,7 @@ stage2() {
   bash scripts/gpu_fla.sh stash ../.fla2 && bash scripts/gpu_fla.sh install || exit 3
   with_fla
   python3 -c 'import torch, triton, fla, transformers; print(torch.__version__, triton.__version__, fla.__version__, transformers.__version__)'
-  TG_GPU_REPORT="$OUT/gdn_exactness.json" timeout 330 python3 -m pytest -q -s -p no:cacheprovider -m gpu \
-    tests/gpu/test_learner_gdn_gpu.py tests/gpu/test_learner_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
+  gpu_tests
   python3 benchmarks/learner_hybrid_gpu.py --shape qwen35-9b --backend fla --phases mfu shared head \
     --budgets 8192 16384 --shared 4096x1024 --steps 2 --today today --tag 9b_fla --out "$OUT" \
     --deadline "$(($(left) - 25))" --reserve 40
@@ -55,8 +60,18 @@ stage3() {
 
 stage4() {
   with_fla
-  timeout "$(($(left) - 10))" python3 benchmarks/learner_fsdp.py --parts 27b-hybrid --sizes-27b "${SIZES:-8x8192}" \
+  # shellcheck disable=SC2086  # SIZES is a list
+  timeout "$(($(left) - 10))" python3 benchmarks/learner_fsdp.py --parts 27b-hybrid --sizes-27b ${SIZES:-8x8192 4x16384} \
     --steps-27b 1 --out "$OUT/fsdp" 2>&1 | grep -v "Loading weights"
+}
+
+repeat() {  # a second run of the 9B rows (today's path and ours), more shared-prompt shapes
+  with_fla
+  gpu_tests
+  (cd today && PYTHONPATH=$PWD python3 benchmarks/learner_gpu.py --part qwen35 --tag today_9b_run2 --out "$OUT" \
+    --steps 2 --budgets 8192 --batches 16x2048 --skip-naive 2>&1 | grep -v "falling back")
+  python3 benchmarks/learner_hybrid_gpu.py --shape qwen35-9b --backend fla --phases mfu shared --budgets 8192 \
+    --shared 4096x1024 2048x512 2048x2048 --steps 2 --tag 9b_fla_run2 --out "$OUT" --deadline "$(left)" --reserve 30
 }
 
 "$@"
