@@ -2,7 +2,7 @@
 
 Run on the device machine with Triton >= 3.7.1 and fla staged (`scripts/gpu_fla.sh`, docs/LEARNER.md):
     PYTHONPATH=/root/site:$PWD:$PWD/services/learner \
-        python3 -m pytest -m gpu tests/gpu/test_learner_gdn_gpu.py
+        python3 -m pytest -m gpu --noconftest tests/gpu/test_learner_gdn_gpu.py  # no pydantic on the image
 
 The model has the Qwen3.5-9B's linear-attention head layout (16 key / 32 value heads of 128, so
 fla's autotuning is shared with the 9B benchmark) in a small hybrid (3 DeltaNet + 1 full attention).
