@@ -40,6 +40,9 @@ class RunData:
     problems: list[Problem] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)  # node id -> policy version that sampled it
     fingerprints: dict[str, str] = field(default_factory=dict)  # node id -> hash of its completion tokens
+    # node id -> sibling group of the nodes masked by infrastructure faults (status `infrastructure`):
+    # not records (no outcome of the policy's), counted apart; a seed-format root has none
+    infrastructure: dict[str, str] = field(default_factory=dict)
 
     @property
     def gate(self) -> bool:
@@ -74,6 +77,7 @@ async def load_from_bus(bus, run_id: str) -> RunData:
     if not facts.graded and facts.started is None and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     data = RunData(run_id, source=f"bus:{run_id}")
+    data.infrastructure = {nid: g.sibling_group for nid, g in facts.infrastructure.items()}
     gate = facts.resource_gate
     for s in facts.steps:
         data.timing.append(timing_line(s))
