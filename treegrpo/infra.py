@@ -22,9 +22,11 @@ __all__ = ["INFRASTRUCTURE", "FaultStreak", "reason_of", "retry_or_give_up"]
 
 
 def reason_of(exc: BaseException) -> str:
-    """One line for a log, a heartbeat and the node's recorded fault."""
+    """One line for a log, a heartbeat and the node's recorded fault, named after the root cause
+    (a TransientError raised `from` a SandboxError is a SandboxError to whoever reads it)."""
     text = exc.reason if isinstance(exc, TransientError) else str(exc)
-    return f"{type(exc).__name__}: {text}"[:500] if text else type(exc).__name__
+    cause = exc.__cause__ if isinstance(exc, TransientError) and exc.__cause__ is not None else exc
+    return f"{type(cause).__name__}: {text}"[:500] if text else type(cause).__name__
 
 
 def retry_or_give_up(delivery: Delivery, attempts: int, what: str, exc: BaseException, delay_s: float) -> str:
