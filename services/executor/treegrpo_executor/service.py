@@ -134,6 +134,8 @@ class ExecutorService(Service):
         try:
             out, key = await self._execute_and_store(run_id, ns, decl)
         except Exception as exc:  # ours, not the script's (cancellation is no Exception: it naks)
+            if self.stopping.is_set():  # killed by our own shutdown: it simply runs again later
+                raise TransientError(f"executor stopping while {ns.node_id} ran", 1.0) from exc
             fault = retry_or_give_up(
                 delivery, self.cfg.infra.attempts, f"executing {ns.node_id}", exc, self.cfg.infra.retry_s
             )

@@ -144,6 +144,8 @@ class GraderService(Service):
         try:
             return await self.grade(run_id, ex)
         except Exception as exc:  # ours, not the submission's (cancellation is no Exception: it naks)
+            if self.stopping.is_set():  # our own shutdown: the node is graded again later
+                raise TransientError(f"grader stopping while grading {ex.node_id}", 1.0) from exc
             delay = exc.delay_s if isinstance(exc, TransientError) else self.config.infra.retry_s
             fault = retry_or_give_up(
                 delivery, self.config.infra.attempts, f"grading {ex.node_id}", exc, delay
