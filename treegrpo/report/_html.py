@@ -1,0 +1,69 @@
+"""`report.html`: the run explorer as one self-contained file.
+
+The page (`explorer/page.html`), its stylesheet and script, and the vendored libraries listed in
+`explorer/vendor/manifest.json` are inlined at write time, with the data as a JSON script element.
+Nothing is fetched when the page opens: a Content-Security-Policy of `default-src 'none'` forbids
+every request, so it works from a laptop's disk or a CI artifact and cannot leak a run anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import orjson
+
+MARKER = re.compile(r"@@([A-Z_]+)@@")
+
+
+def _asset(name: str) -> str:
+    return resources.files("treegrpo.report").joinpath("explorer", *name.split("/")).read_text(encoding="utf-8")
+
+
+@cache
+def manifest() -> dict:
+    return orjson.loads(_asset("vendor/manifest.json"))
+
+
+def _script(text: str) -> str:
+    # a script element ends at the first "</script" whatever the JS means: none may be inside
+    if "</script" in text.lower():
+        raise ValueError("inlined script contains '</script'")
+    return f"<script>{text}</script>"
+
+
+def _licences() -> str:
+    m = manifest()
+    parts = [f"{lib['name']} {lib['version']} ({lib['license']}): {lib['why']}" for lib in m["libraries"]]
+    parts += [_asset("vendor/" + lib["license_file"]) for lib in m["libraries"]]
+    return html.escape("\n".join(parts))
+
+
+def data_json(payload: dict) -> str:
+    """The payload as JSON that is safe inside a script element: "<" only occurs inside JSON strings,
+    where \\u003c means the same, so no "</script" or "<!--" can end or confuse the element."""
+    return orjson.dumps(payload).decode().replace("<", "\\u003c")
+
+
+def render(payload: dict) -> str:
+    m = manifest()
+    parts = {
+        "TITLE": html.escape(payload.get("title", "treegrpo")),
+        "VENDOR_CSS": "\n".join(_asset("vendor/" + f) for f in m["styles"]),
+        "CSS": _asset("explorer.css"),
+        "DATA": data_json(payload),
+        "VENDOR_JS": "\n".join(_script(_asset("vendor/" + f)) for f in m["scripts"]),
+        "JS": _script(_asset("explorer.js")),
+        "LICENSES": _licences(),
+    }
+    # one pass over the template: text put in is never scanned for markers again
+    return MARKER.sub(lambda mt: parts[mt.group(1)], _asset("page.html"))
+
+
+def write_html(path: str | Path, payload: dict) -> Path:
+    path = Path(path)
+    path.write_text(render(payload), encoding="utf-8")
+    return path
