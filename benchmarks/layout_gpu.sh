@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14, item 5: the sampler on vLLM and the learner on the GPU in one `treegrpo run` at the seed's
-# tree shape (E4 x G16, four tasks, treegrpo/configs/learning-gpu.toml with the demo policy), synchronous vs
+# tree shape (E4 x G16, four tasks, treegrpo/examples/learning-gpu.toml with the demo policy), synchronous vs
 # --max-staleness 1. Each arm: the run's log, its timing.jsonl (the learner's per-step phases) and
 # nvidia-smi dmon; benchmarks/layout_summary.py turns them into $OUT/layout.json (step period,
 # rollout and train time, the learner's gen share, GPU utilisation).
@@ -11,7 +11,7 @@
 # compiling and capturing them costs ~2 minutes of engine start per arm.
 # Needs vLLM importable: after scripts/gpu_vllm.sh stash (4 pieces) on the device machine, or
 # SITE=<a venv's site-packages with vllm==0.26.0> elsewhere. One GPU: both services on cuda:0 (the
-# two-GPU form is treegrpo/configs/gpu-h200.toml). The demo policy (.demo-home/demo, carried) skips the SFT.
+# two-GPU form is treegrpo/examples/gpu-h200.toml). The demo policy (.demo-home/demo, carried) skips the SFT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -46,7 +46,7 @@ for arm in ${ARMS:-sync async}; do
   nvidia-smi dmon -s um -d 1 > "$STATE/dmon_$arm.log" 2>&1 &
   dmon=$!
   start=$SECONDS
-  timeout "$limit" python3 -m treegrpo.cli demo --config treegrpo/configs/learning-gpu.toml --no-control \
+  timeout "$limit" python3 -m treegrpo.cli demo --config treegrpo/examples/learning-gpu.toml --no-control \
     "${VLLM[@]}" --set run.max_staleness=$stale > "$OUT/run_$arm.log" 2>&1
   echo "$arm rc=$? in $((SECONDS - start)) s"
   kill "$dmon" 2>/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train vs control at the seed's tree shape on one GPU machine: `treegrpo demo --config
-# treegrpo/configs/learning-gpu.toml` (demo policy, SFT cached; train arm, paired control, verdict), with the
+# treegrpo/examples/learning-gpu.toml` (demo policy, SFT cached; train arm, paired control, verdict), with the
 # GPU's utilisation sampled by nvidia-smi. Results land in $OUT: run.log, dmon.log, report.json,
 # report.md and the curves of the train arm's report folder.
 #   OUT=/tmp/out bash benchmarks/learning_gpu.sh [TIMEOUT_S]
@@ -27,7 +27,7 @@ fi
 nvidia-smi dmon -s u -d 5 > "$OUT/dmon.log" 2>&1 &
 dmon=$!
 start=$SECONDS
-timeout "$limit" python3 -m treegrpo.cli demo --config treegrpo/configs/learning-gpu.toml > "$OUT/run.log" 2>&1
+timeout "$limit" python3 -m treegrpo.cli demo --config treegrpo/examples/learning-gpu.toml > "$OUT/run.log" 2>&1
 echo "demo rc=$? in $((SECONDS - start)) s"
 kill "$dmon" 2>/dev/null
 grep -E "verdict|curves|[Ee]rror|took|nodes" "$OUT/run.log" | tail -12

@@ -3,7 +3,7 @@ also importing the four services to reach their `config_cls` (what load_run_file
 
 Each sample is a new interpreter (imports are the cost); both arms interleaved, medians of --repeats.
 
-    python benchmarks/run_file_load.py [--config treegrpo/configs/demo.toml] [--repeats 5]
+    python benchmarks/run_file_load.py [--config treegrpo/examples/demo.toml] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def sample(body: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="treegrpo/configs/demo.toml")
+    ap.add_argument("--config", default="treegrpo/examples/demo.toml")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     runs: dict[str, list[float]] = {"registry": [], "import_services": []}

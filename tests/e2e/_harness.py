@@ -41,10 +41,16 @@ def env_for(home: Path) -> dict[str, str]:
     return {**env, "TREEGRPO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
 
 
+def run_argv(config: str, *args: str, sets: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """`treegrpo run CONFIG ARGS... --set S...` as the tests start it (CONFIG relative to the checkout)."""
+    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / config), *args]
+    for s in sets:
+        argv += ["--set", s]
+    return argv
+
+
 def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = None) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / config)]
-    for o in overrides:
-        argv += ["--set", o]
+    argv = run_argv(config, sets=overrides)
     out = open(log_path or home / "run.log", "ab")
     return subprocess.Popen(
         argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True

@@ -60,7 +60,7 @@ def run_mode(tmp_path, staleness: int):
     (src / "sleeper.py").write_text(SCRIPT)
     proc = start_run(
         home,
-        "treegrpo/configs/run-small.toml",
+        "treegrpo/examples/run-small.toml",
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
         'sampler.backend="replay"',

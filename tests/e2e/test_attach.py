@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids
+from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv, run_ids
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
 
@@ -52,18 +52,8 @@ def test_attached_run_drives_services_someone_else_started_to_completion(tmp_pat
         serve(home, "learner", server.url, f'model="{model}"'),
     ]
     try:
-        argv = [
-            sys.executable,
-            "-m",
-            "treegrpo.cli",
-            "run",
-            str(ROOT / "treegrpo/configs/run-small.toml"),
-            "--attach",
-            "--set",
-            f'runner.nats_url="{server.url}"',
-            "--set",
-            "runner.timeout_s=420",
-        ]
+        sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=420")
+        argv = run_argv("treegrpo/examples/run-small.toml", "--attach", sets=sets)
         done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=480)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         assert all(p.poll() is None for p in services), "a service died during the run"

@@ -2,7 +2,7 @@
 
 Builds the demo policy exactly as `make demo` does (`prepare_demo_policy`: the small local model,
 its line-level tokenizer, the fixed SFT recipe on the seed corpus; ~5 minutes on 2 CPU cores),
-then runs the embedded default's first round for real with `treegrpo run treegrpo/configs/demo.toml`
+then runs the embedded default's first round for real with `treegrpo run treegrpo/examples/demo.toml`
 (four service processes, the local sandbox, the grader; no training) and reads the exported
 node records. Issue 9's bar: fewer than 60% of the round's nodes fail (final status not `ok`),
 and every task has valid, graded nodes. Measured on the dev machine on 2026-11-30 over five runs
@@ -36,7 +36,7 @@ def test_the_sft_demo_policy_fails_under_60_percent_of_first_round_nodes_with_va
     # tree the demo itself runs
     proc = start_run(
         home,
-        "treegrpo/configs/demo.toml",
+        "treegrpo/examples/demo.toml",
         "run.rounds=1",
         "run.train=false",
         f"run.tasks={TASKS}",

@@ -36,7 +36,7 @@ def test_run_completes_exactly_once_under_random_sigkills_of_services_and_nats(t
     tasks, rounds, e, g = 1, 5, 3, 2
     proc = start_run(
         home,
-        "treegrpo/configs/run-small.toml",
+        "treegrpo/examples/run-small.toml",
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
         f"run.rounds={rounds}",

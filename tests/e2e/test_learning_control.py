@@ -4,7 +4,7 @@ The first test checks the pairing's mechanics with the tiny random model (~1 min
 both arms complete, round 1 is token for token the same in both (the sampler's seeds ignore the
 run id), and `treegrpo report TRAIN --control CONTROL --json` carries the documented keys.
 
-The second is issue 12's bar: the demo's settings (treegrpo/configs/demo.toml, the SFT'd demo policy as
+The second is issue 12's bar: the demo's settings (treegrpo/examples/demo.toml, the SFT'd demo policy as
 `make demo` builds it; chosen by measurement: plant-mini + dogscats-mini, 3 rounds of E2 x G8,
 lr 3e-3 with 4 optimizer steps a round, grpo_valid_only) at seed 0 give the verdict `learned`,
 with the 95 % interval of the late rounds' (2, 3) sample score difference (train − control) above 0.
@@ -76,7 +76,11 @@ def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_t
     home = tmp_path / "home"
     model = prepare_home(home)
     log = run_paired(
-        home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', 'run.run_id="pair"', "run.seed=3"
+        home,
+        "treegrpo/examples/run-small.toml",
+        f'sampler.model="{model}"',
+        'run.run_id="pair"',
+        "run.seed=3",
     )
     assert "verdict:" in log and "learning_vs_control.png" in log
     written = json.loads((home / "runs" / "pair" / "report" / "report.json").read_text())
@@ -103,7 +107,7 @@ def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interv
     model = demo_policy
     run_paired(
         home,
-        "treegrpo/configs/demo.toml",
+        "treegrpo/examples/demo.toml",
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
         'run.run_id="learn"',

@@ -81,7 +81,7 @@ def test_node_client_decodes_every_event_of_a_real_run_from_the_proto_files_alon
     home = tmp_path / "home"
     model = prepare_home(home)
     proc = start_run(
-        home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"'
+        home, "treegrpo/examples/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"'
     )
     assert proc.wait(540) == 0, (home / "run.log").read_text()[-4000:]
     (run_id,) = run_ids(home)

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_ids, start_run
+from tests.e2e._harness import (
+    ROOT,
+    env_for,
+    export_records,
+    prepare_home,
+    read_log,
+    run_argv,
+    run_ids,
+    start_run,
+)
 from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -19,7 +27,7 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     home = tmp_path / "home"
     model = prepare_home(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=3"]
-    proc = start_run(home, "treegrpo/configs/run-small.toml", *sets)
+    proc = start_run(home, "treegrpo/examples/run-small.toml", *sets)
     while not run_ids(home) and proc.poll() is None:
         time.sleep(0.2)
     (run_id,) = run_ids(home)
@@ -33,17 +41,10 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(120) == 130
     assert "resume with" in (home / "run.log").read_text()
-    argv = [
-        sys.executable,
-        "-m",
-        "treegrpo.cli",
-        "run",
-        str(ROOT / "treegrpo/configs/run-small.toml"),
-        "--resume",
-        run_id,
-    ]
-    for s in [*sets, "runner.timeout_s=480"]:  # the runner gives up (and stops its services) first
-        argv += ["--set", s]
+    # the runner gives up (and stops its services) before the test's own timeout
+    argv = run_argv(
+        "treegrpo/examples/run-small.toml", "--resume", run_id, sets=[*sets, "runner.timeout_s=480"]
+    )
     done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     log = read_log(home, run_id)

@@ -16,7 +16,7 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     home = tmp_path / "home"
     model = prepare_home(home)
     proc = start_run(
-        home, "treegrpo/configs/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"'
+        home, "treegrpo/examples/run-small.toml", f'sampler.model="{model}"', f'learner.model="{model}"'
     )
     assert proc.wait(540) == 0, (home / "run.log").read_text()[-4000:]
     (run_id,) = run_ids(home)

@@ -4,12 +4,11 @@ stops the run within seconds with the service's own message, not after a restart
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, read_log, run_ids
+from tests.e2e._harness import ROOT, env_for, read_log, run_argv, run_ids
 from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -17,17 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 def test_a_missing_model_stops_the_run_at_once_with_the_reason_on_screen(tmp_path):
     home = tmp_path / "home"  # fresh: no model built, as on a first `treegrpo run`
-    argv = [
-        sys.executable,
-        "-m",
-        "treegrpo.cli",
-        "run",
-        str(ROOT / "treegrpo/configs/run-small.toml"),
-        "--set",
-        "runner.timeout_s=600",
-        "--set",
-        "run.rounds=1",
-    ]
+    argv = run_argv("treegrpo/examples/run-small.toml", sets=("runner.timeout_s=600", "run.rounds=1"))
     started = time.monotonic()
     done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=280)
     took = time.monotonic() - started

@@ -15,7 +15,7 @@ from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read
 from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
-N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (treegrpo/configs/run-small.toml, one round)
+N = 1 * 1 * 3 * 2  # tasks x rounds x expansions x group size (treegrpo/examples/run-small.toml, one round)
 
 
 def nats_up(home) -> tuple[subprocess.Popen, str]:
@@ -41,7 +41,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
     server, url = nats_up(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=1", "runner.timeout_s=700"]
     try:
-        stopped = start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / "a.log")
+        stopped = start_run(home, "treegrpo/examples/run-small.toml", *sets, log_path=home / "a.log")
         while not run_ids(home):
             assert stopped.poll() is None, (home / "a.log").read_text()[-3000:]
             time.sleep(0.2)
@@ -55,7 +55,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
         sampled_a = read_log(home, a, url).counts[Kind.NODE_SAMPLED]
 
         both = [
-            start_run(home, "treegrpo/configs/run-small.toml", *sets, log_path=home / f"{n}.log")
+            start_run(home, "treegrpo/examples/run-small.toml", *sets, log_path=home / f"{n}.log")
             for n in "bc"
         ]
         codes = [p.wait(900) for p in both]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.config import RunSpec
-from treegrpo.runner._run import prepare_tasks
+from treegrpo.runner._execute import prepare_tasks
 
 pytestmark = pytest.mark.timeout(60)
 

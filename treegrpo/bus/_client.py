@@ -181,6 +181,15 @@ class Bus:
             info = await store.put(key, fh, meta=meta)
         return file_sha256(Path(data)), info.size
 
+    async def object_size(self, bucket: str, key: str) -> int | None:
+        """An object's size in bytes from its metadata (nothing downloaded), or None if it is missing."""
+        store = await self.js.object_store(bucket)
+        try:
+            info = await store.get_info(key)
+        except NotFoundError:
+            return None
+        return int(info.size or 0)
+
     async def get_object(self, bucket: str, key: str, dest: str | Path | None = None) -> bytes | Path:
         """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`)."""
         store = await self.js.object_store(bucket)

@@ -19,8 +19,8 @@ from rich.console import Console
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError
 from treegrpo.runner._config import RunFile, load_run_file
+from treegrpo.runner._execute import RunResult, execute, new_run_id
 from treegrpo.runner._nats import open_nats
-from treegrpo.runner._run import RunResult, execute, new_run_id
 
 CONTROL_SUFFIX = "-control"
 

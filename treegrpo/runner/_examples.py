@@ -1,4 +1,4 @@
-"""The example run files shipped with the package (`treegrpo/configs/*.toml`, package data), so an
+"""The example run files shipped with the package (`treegrpo/examples/*.toml`, package data), so an
 installed treegrpo runs `treegrpo demo` or `treegrpo run run-small` without a checkout."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ DEMO = "demo"
 
 def examples_dir() -> Path:
     """Found through importlib.resources; a wheel installs as plain files, so it is a real folder."""
-    return Path(str(resources.files("treegrpo") / "configs"))
+    return Path(str(resources.files("treegrpo") / "examples"))
 
 
 def example(name: str) -> Path:
-    """The shipped example run file `treegrpo/configs/<name>.toml`."""
+    """The shipped example run file `treegrpo/examples/<name>.toml`."""
     return examples_dir() / f"{name}.toml"
 
 

@@ -17,7 +17,7 @@ console = Console(highlight=False)
 
 def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
     from treegrpo.runner._control import execute_paired
-    from treegrpo.runner._run import execute
+    from treegrpo.runner._execute import execute
 
     config = resolve_run_file(config)
     if control and resume:
@@ -45,7 +45,7 @@ def run(
     config: Path | None = typer.Argument(
         None,
         help="Run file (TOML: [run], [runner], [sampler], ...), or the "
-        "name of an example shipped in treegrpo/configs (run-small)",
+        "name of an example shipped in treegrpo/examples (run-small)",
     ),
     resume: str = typer.Option("", "--resume", help="Resume this run id from the log"),
     no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
@@ -97,7 +97,7 @@ def demo(
         "--config",
         show_default="the shipped demo",
         help="Another run file with the demo policy: a path or a shipped "
-        "example's name, e.g. learning-gpu (treegrpo/configs/)",
+        "example's name, e.g. learning-gpu (treegrpo/examples/)",
     ),
     set_: list[str] = typer.Option([], "--set", help="Override a demo setting"),
 ) -> None:

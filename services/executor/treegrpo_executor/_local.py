@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 from treegrpo_executor import _workspace as wsmod
@@ -137,15 +138,7 @@ class LocalBackend:
             "argv": ["/bin/true"],
             "env": {},
         }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            LAUNCHER,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        proc = await _start_launcher(stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate(encode_spec(spec))
         if proc.returncode != 0:
             log.warning("namespaces unavailable (%s); sandbox runs without them", err.decode().strip())
@@ -297,12 +290,7 @@ class LocalBackend:
     ) -> tuple[Outcome, list[str]]:
         spec = self._spec(job, node, uid, slot, device, public)
         t0 = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            LAUNCHER,
-            stdin=asyncio.subprocess.PIPE,
+        proc = await _start_launcher(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -415,3 +403,11 @@ def _own_time(launcher_err: str, measured: float, held_s: float = 1.0) -> float:
                 break
             return own if measured - own > held_s else measured
     return measured
+
+
+def _start_launcher(**kwargs) -> Awaitable[asyncio.subprocess.Process]:
+    """The sandbox launcher in an isolated interpreter (-I -S: no site-packages, no user paths),
+    reading its spec on stdin."""
+    return asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE, **kwargs
+    )

@@ -14,8 +14,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nats.js.errors import NotFoundError
-
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.events import Kind, Status
 from treegrpo.service import HandlerFn, Service
@@ -139,12 +137,11 @@ class GraderService(Service):
         invalid = _invalid
         if not ex.submission_key:
             return invalid("the executor reported status ok but stored no submission")
-        store = await self.bus.js.object_store(SUBMISSIONS)
-        try:
-            info = await store.get_info(ex.submission_key)
-            check_size(int(info.size or 0), self.config.max_submission_bytes)  # before any download
-        except NotFoundError:
+        size = await self.bus.object_size(SUBMISSIONS, ex.submission_key)
+        if size is None:
             return invalid(f"submission object {ex.submission_key!r} is missing from {SUBMISSIONS}")
+        try:
+            check_size(size, self.config.max_submission_bytes)  # before any download
         except InvalidSubmission as exc:
             return invalid(exc.reason)
         path = self._scratch / f"{run_id}-{ex.node_id}.csv"

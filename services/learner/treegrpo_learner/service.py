@@ -23,7 +23,7 @@ from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner._buffer import PendingGroup
 from treegrpo_learner._checkpoint import CheckpointError, NonFiniteWeights
-from treegrpo_learner._run import RunLearner
+from treegrpo_learner._run_learner import RunLearner
 from treegrpo_learner._wandb import StepLogger
 from treegrpo_learner.config import LearnerConfig
 
