@@ -38,7 +38,13 @@ LIBRARIES = [
         "BSD-3-Clause",
         "Python syntax colouring of a node's code",
     ),
-    ("diff", "9.0.0", {"dist/diff.min.js": "diff.min.js"}, "BSD-3-Clause", "line diff of a node's code vs its parent's"),
+    (
+        "diff",
+        "9.0.0",
+        {"dist/diff.min.js": "diff.min.js"},
+        "BSD-3-Clause",
+        "line diff of a node's code vs its parent's",
+    ),
     (
         "chart.js",
         "4.6.1",
@@ -99,7 +105,14 @@ def main() -> None:
             lic = f"licenses/{name.replace('/', '__').lstrip('@')}.txt"
             (VENDOR / lic).write_text(_licence_text(modules, name))
             manifest.append(
-                {"name": name, "version": version, "license": licence, "files": out, "license_file": lic, "why": why}
+                {
+                    "name": name,
+                    "version": version,
+                    "license": licence,
+                    "files": out,
+                    "license_file": lic,
+                    "why": why,
+                }
             )
     doc = {"scripts": SCRIPT_ORDER, "styles": ["highlight-github.min.css"], "libraries": manifest}
     (VENDOR / "manifest.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -12,9 +12,9 @@ import orjson
 from treegrpo.advantages import ESTIMATORS
 from treegrpo.report import _learning_plots, _plots
 from treegrpo.report._compare import Comparison, compare
+from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._explorer import payload
 from treegrpo.report._html import write_html
-from treegrpo.report._data import RunData, load_from_bus, load_from_root
 from treegrpo.report._learning import CurveRow, curves, scorers
 from treegrpo.report._learning_output import comparison_markdown, curves_markdown, verdict_line
 from treegrpo.report._metrics import RunMetrics, compute

@@ -182,7 +182,9 @@ def payload(
         "title": "treegrpo: " + " vs ".join(d.run_id for d in runs),
         "estimator": estimator,
         "fields": list(FIELDS),
-        "runs": [_run(d, m, role, estimator, strings) for d, m, role in zip(runs, metrics, roles, strict=True)],
+        "runs": [
+            _run(d, m, role, estimator, strings) for d, m, role in zip(runs, metrics, roles, strict=True)
+        ],
         "curves": curves or {},
         "comparison": None if comparison is None else {**comparison, "line": verdict},
         "texts": strings.items,

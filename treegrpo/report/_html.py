@@ -17,10 +17,14 @@ from pathlib import Path
 import orjson
 
 MARKER = re.compile(r"@@([A-Z_]+)@@")
+# the page's own script, in load order: shared data and helpers, a node's page, the curves, the tree
+SCRIPTS = ("common.js", "node.js", "curves.js", "tree.js")
 
 
 def _asset(name: str) -> str:
-    return resources.files("treegrpo.report").joinpath("explorer", *name.split("/")).read_text(encoding="utf-8")
+    return (
+        resources.files("treegrpo.report").joinpath("explorer", *name.split("/")).read_text(encoding="utf-8")
+    )
 
 
 @cache
@@ -28,11 +32,17 @@ def manifest() -> dict:
     return orjson.loads(_asset("vendor/manifest.json"))
 
 
+SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.M)
+UNSAFE = re.compile(r"<(?=!--|/script)", re.I)
+
+
 def _script(text: str) -> str:
-    # a script element ends at the first "</script" whatever the JS means: none may be inside
-    if "</script" in text.lower():
-        raise ValueError("inlined script contains '</script'")
-    return f"<script>{text}</script>"
+    """An inline script element. The HTML parser ends it at the first "</script" whatever the JS
+    means, and a "<!--" can make it skip one; both can only sit in JS strings, regexes or comments
+    (highlight.js matches HTML comments with /<!--/), where \\x3C is the same "<". A source-map
+    comment would send devtools to fetch a file: dropped."""
+    safe = UNSAFE.sub(lambda _: "\\x3C", SOURCE_MAP.sub("", text))
+    return f"<script>{safe}</script>"
 
 
 def _licences() -> str:
@@ -56,7 +66,7 @@ def render(payload: dict) -> str:
         "CSS": _asset("explorer.css"),
         "DATA": data_json(payload),
         "VENDOR_JS": "\n".join(_script(_asset("vendor/" + f)) for f in m["scripts"]),
-        "JS": _script(_asset("explorer.js")),
+        "JS": "\n".join(_script(_asset(f)) for f in SCRIPTS),
         "LICENSES": _licences(),
     }
     # one pass over the template: text put in is never scanned for markers again
