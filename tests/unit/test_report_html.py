@@ -9,7 +9,6 @@ the page is (and opens it with --open).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from importlib import resources
@@ -23,15 +22,11 @@ from treegrpo.archive import find_runs, read_nodes, read_run
 from treegrpo.report import load_from_root, write_report
 from treegrpo.report._explorer import FIELDS
 from treegrpo.report._html import SCRIPTS, manifest, render
+from treegrpo.report._html import read_embedded as embedded
 
 pytestmark = pytest.mark.timeout(120)
 
-DATA = re.compile(r'<script type="application/json" id="treegrpo-data">(.*?)</script>', re.S)
 HOSTILE = "x = '</script><script>alert(1)</script>'  # <!-- -->"
-
-
-def embedded(page: str) -> dict:
-    return json.loads(DATA.search(page).group(1))
 
 
 def nodes_of(data: dict, run_id: str) -> dict[str, dict]:

@@ -141,7 +141,7 @@ def _run(data: RunData, m: RunMetrics, role: str, estimator: str, strings: Strin
         "source": data.source,
         "gate": data.gate,
         # the seed's files carry no policy version: the loader infers round - 1 (sync), as import does
-        "versions": "recorded" if data.source.startswith("bus:") else "inferred: round - 1",
+        "versions": "as node.sampled says" if data.source.startswith("bus:") else "inferred: round - 1",
         "tasks": data.tasks,
         "rounds": [
             {

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 MARKER = re.compile(r"@@([A-Z_]+)@@")
+DATA = re.compile(r'<script type="application/json" id="treegrpo-data">(.*?)</script>', re.S)
 # the page's own script, in load order: shared data and helpers, a node's page, the curves, the tree
 SCRIPTS = ("common.js", "node.js", "curves.js", "tree.js")
 
@@ -56,6 +57,11 @@ def data_json(payload: dict) -> str:
     """The payload as JSON that is safe inside a script element: "<" only occurs inside JSON strings,
     where \\u003c means the same, so no "</script" or "<!--" can end or confuse the element."""
     return orjson.dumps(payload).decode().replace("<", "\\u003c")
+
+
+def read_embedded(page: str) -> dict:
+    """The data document of a written report.html (for tools and tests)."""
+    return orjson.loads(DATA.search(page).group(1))
 
 
 def render(payload: dict) -> str:
