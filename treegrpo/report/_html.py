@@ -18,6 +18,8 @@ import orjson
 
 MARKER = re.compile(r"@@([A-Z_]+)@@")
 DATA = re.compile(r'<script type="application/json" id="treegrpo-data">(.*?)</script>', re.S)
+SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.M)
+UNSAFE = re.compile(r"<(?=!--|/script)", re.I)
 # the page's own script, in load order: shared data and helpers, a node's page, the curves, the tree
 SCRIPTS = ("common.js", "node.js", "curves.js", "tree.js")
 
@@ -31,10 +33,6 @@ def _asset(name: str) -> str:
 @cache
 def manifest() -> dict:
     return orjson.loads(_asset("vendor/manifest.json"))
-
-
-SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.M)
-UNSAFE = re.compile(r"<(?=!--|/script)", re.I)
 
 
 def _script(text: str) -> str:
