@@ -9,12 +9,14 @@ the page is (and opens it with --open).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+import subprocess
+import sys
 from importlib import resources
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.archive_gen import generate
 from treegrpo.advantages import compute as advantages
@@ -141,22 +143,26 @@ def test_a_train_control_pair_shows_the_verdict_and_stores_the_shared_round_one_
     assert set(data["curves"]) == {"s32_full", "s32_full-control"}
 
 
-def test_the_cli_prints_a_file_link_and_open_hands_it_to_the_browser(tmp_path, monkeypatch):
-    import typer
-
-    from treegrpo.report.cli import report
-
+def test_the_cli_prints_a_file_link_and_open_hands_it_to_the_browser(tmp_path):
     generate(tmp_path / "root", "small")
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}\n')
     browser.chmod(0o755)
-    monkeypatch.setenv("BROWSER", f"{browser} %s")  # webbrowser's own hook for the user's browser
-    cmd = typer.Typer()
-    cmd.command()(report)
+    env = {**os.environ, "BROWSER": f"{browser} %s"}  # webbrowser's own hook for the user's browser
     out = tmp_path / "rep"
-    res = CliRunner().invoke(cmd, [str(tmp_path / "root"), "--out", str(out), "--open"])
-    assert res.exit_code == 0, res.output
+    argv = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "report",
+        str(tmp_path / "root"),
+        "--out",
+        str(out),
+        "--open",
+    ]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
     uri = (out / "report.html").resolve().as_uri()
-    assert uri in res.output.replace("\n", "")
+    assert f"explorer: {uri}" in done.stdout
     assert opened.read_text() == uri
