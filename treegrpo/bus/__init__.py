@@ -12,7 +12,7 @@ from treegrpo.bus._client import (
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
 from treegrpo.bus._errors import BusUnavailable, BusWriteError, Deferred, PermanentError, TransientError
-from treegrpo.bus._writes import WriteHealth, is_write_failure
+from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [
     "ADAPTERS",
@@ -32,6 +32,7 @@ __all__ = [
     "RunEnds",
     "TransientError",
     "WriteHealth",
+    "bus_fault_in",
     "file_sha256",
     "is_write_failure",
 ]

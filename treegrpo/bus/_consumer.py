@@ -5,6 +5,8 @@ Failures are classified here, at the edge:
 - PermanentError            -> dead-letter with the reason, term
 - TransientError            -> nak(delay) and redelivery
 - any other exception       -> nak with exponential backoff; dead-lettered after `max_deliver`
+- a bus outage behind it    -> nak, never dead-lettered: a handler that could not write (a full
+  disk, NATS down; `bus_fault_in`, or this bus's writes failing now) lost nothing of its message
 After a NATS reconnect (e.g. a server restart) the pull subscription is re-bound: nats.py's
 pull subscriptions can otherwise go quiet forever after a reboot (nats.py#504).
 """
@@ -25,6 +27,7 @@ from opentelemetry import trace
 from treegrpo import events as ev_mod
 from treegrpo.bus._client import DLQ_ROOT, STREAM, Bus
 from treegrpo.bus._errors import Deferred, PermanentError, TransientError
+from treegrpo.bus._writes import bus_fault_in
 from treegrpo.telemetry import context_from_headers
 from treegrpo.v1 import events_pb2 as pb
 
@@ -60,8 +63,12 @@ class Consumer:
         handler: Handler,
         options: ConsumerOptions | None = None,
         tracer: trace.Tracer | None = None,
+        owner: str = "",
     ):
         self.bus, self.durable, self.filters, self.handler = bus, durable, filters, handler
+        # whose dead letters (`tgdlq.<owner>.<run>`): the service, whatever its durable is named,
+        # so NATS permissions can grant each service its own dead-letter subjects by a whole token
+        self.owner = owner or durable
         self.opt = options or ConsumerOptions()
         self.tracer = tracer or trace.get_tracer("treegrpo.bus")
         # no tracer given and no SDK provider installed: skip span bookkeeping on the hot path
@@ -241,7 +248,9 @@ class Consumer:
             await msg.nak(delay=exc.delay_s)
             return
         except TransientError as exc:
-            await self._retry(msg, event, delivery, exc.reason, exc.delay_s)
+            await self._retry(
+                msg, event, delivery, exc.reason, exc.delay_s, bus=bus_fault_in(exc) is not None
+            )
             return
         except asyncio.CancelledError:  # stopped mid-handler: hand the message straight back
             with contextlib.suppress(Exception):
@@ -252,17 +261,20 @@ class Consumer:
             if span is not None:
                 span.record_exception(exc)
             delay = min(self.opt.backoff_max_s, self.opt.backoff_s * 2 ** (delivery.num_delivered - 1))
-            await self._retry(msg, event, delivery, f"{type(exc).__name__}: {exc}", delay)
+            bus = bus_fault_in(exc) is not None
+            await self._retry(msg, event, delivery, f"{type(exc).__name__}: {exc}", delay, bus=bus)
             return
         finally:
             self._working.pop(id(msg), None)
         await msg.ack()
         self.processed += 1
 
-    async def _retry(self, msg, event: pb.Event, delivery: Delivery, reason: str, delay: float) -> None:
+    async def _retry(
+        self, msg, event: pb.Event, delivery: Delivery, reason: str, delay: float, bus: bool = False
+    ) -> None:
         self.errors += 1
         self.last_error = reason[:300]
-        if self._bus_failing():  # the bus's fault, not the message's: retry for as long as it lasts
+        if bus or self._bus_failing():  # the bus's fault, not the message's: retry for as long as it lasts
             await msg.nak(delay=delay)
             return
         if delivery.num_delivered >= self.opt.max_deliver:
@@ -303,7 +315,7 @@ class Consumer:
             stream_seq=delivery.stream_seq,
         )
         event = ev_mod.make_event(run_id or "unknown", self.bus.producer, body)
-        subject = f"{DLQ_ROOT}.{self.durable}.{run_id or 'unknown'}"
+        subject = f"{DLQ_ROOT}.{self.owner}.{run_id or 'unknown'}"
         await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))
         await msg.term()
         self.dead_lettered += 1

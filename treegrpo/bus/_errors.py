@@ -20,11 +20,11 @@ class Deferred(TransientError):
 
 class BusWriteError(TransientError):
     """The bus did not take a write (no ack in time, the connection down, the store full or
-    failing): the infrastructure's fault, never the message's. Retried; never dead-lettered for it
-    (`treegrpo/bus/_writes.py`)."""
+    failing), or was not there to read from: an outage, never the message's fault. Retried; never
+    dead-lettered nor recorded as a node's infrastructure fault for it (`treegrpo/bus/_writes.py`)."""
 
     def __init__(self, reason: str, delay_s: float = 2.0):
-        super().__init__(f"bus write failed: {reason}", delay_s)
+        super().__init__(reason, delay_s)
 
 
 class PermanentError(Exception):

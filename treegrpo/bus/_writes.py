@@ -38,6 +38,31 @@ WRITE_FAILURES = (
 )
 
 
+# what only NATS raises: the bus is down, unreachable or cannot store (a plain TimeoutError may be anyone's)
+BUS_FAULTS = (
+    nats.errors.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoRespondersError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+)
+
+
+def bus_fault_in(exc: BaseException | None) -> BaseException | None:
+    """The bus outage behind `exc` (itself, or what it was raised from), or None: a handler that
+    failed because NATS was down or full has done nothing wrong, and its message must neither be
+    dead-lettered nor recorded as an infrastructure fault of the node (it would be lost)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, BusWriteError | BUS_FAULTS) or (
+            isinstance(exc, APIError) and is_write_failure(exc)
+        ):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def is_write_failure(exc: BaseException) -> bool:
     if isinstance(exc, APIError):
         return exc.err_code in STORE_ERROR_CODES or exc.code == 503
@@ -82,7 +107,7 @@ def write(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             if isinstance(exc, BusWriteError) or not is_write_failure(exc):
                 raise
             self.writes.failed(exc)
-            raise BusWriteError(self.writes.error) from exc
+            raise BusWriteError(f"bus write failed: {self.writes.error}") from exc
         self.writes.ok()
         return result
 

@@ -101,4 +101,5 @@ async def _paired(train_rf: RunFile, control_rf: RunFile, console: Console, resu
         f"report: {rep.markdown_path}",
         soft_wrap=True,
     )
+    console.print(f"explorer: {rep.html_path.resolve().as_uri()}", soft_wrap=True)
     return result
