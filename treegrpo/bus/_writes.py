@@ -55,7 +55,7 @@ def bus_fault_in(exc: BaseException | None) -> BaseException | None:
     dead-lettered nor recorded as an infrastructure fault of the node (it would be lost)."""
     seen = 0
     while exc is not None and seen < 10:
-        if isinstance(exc, BusWriteError | BUS_FAULTS) or (
+        if isinstance(exc, (BusWriteError, *BUS_FAULTS)) or (
             isinstance(exc, APIError) and is_write_failure(exc)
         ):
             return exc
