@@ -187,3 +187,16 @@ def test_two_runs_started_in_the_same_second_start_one_server(tmp_path):
     assert home_processes(home) == {}
     for n, r in rounds.items():
         _check_complete(home, _run_id_of(home / f"{n}.log"), r)
+    # a report of an ended run reads the log through the same server, up only while it reads
+    argv = [
+        sys.executable,
+        "-m",
+        "treegrpo.cli",
+        "report",
+        _run_id_of(home / "a.log"),
+        "--out",
+        str(tmp_path / "rep"),
+    ]
+    done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and (tmp_path / "rep" / "report.md").exists(), done.stdout + done.stderr
+    assert home_processes(home) == {}

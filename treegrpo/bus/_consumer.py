@@ -17,41 +17,22 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import nats
 from nats.js import api
 from opentelemetry import trace
 
 from treegrpo import events as ev_mod
-from treegrpo.bus._client import DLQ_ROOT, STREAM, Bus
+from treegrpo.bus._client import STREAM, Bus
+from treegrpo.bus._deadletter import dead_letter, run_of
 from treegrpo.bus._errors import Deferred, PermanentError, TransientError
+from treegrpo.bus._options import ConsumerOptions, Delivery, Handler
 from treegrpo.bus._writes import bus_fault_in
 from treegrpo.telemetry import context_from_headers
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Delivery:
-    subject: str
-    stream_seq: int
-    num_delivered: int
-
-
-Handler = Callable[[pb.Event, Delivery], Awaitable[None]]
-
-
-@dataclass
-class ConsumerOptions:
-    max_inflight: int = 1  # handlers running at once
-    ack_wait_s: float = 30.0  # redelivery after this long without ack or heartbeat
-    max_deliver: int = 10  # then dead-letter
-    fetch_timeout_s: float = 1.0  # the loop's one bounded await
-    backoff_s: float = 0.5  # first nak delay for unexpected errors, doubled per delivery
-    backoff_max_s: float = 30.0
+__all__ = ["Consumer", "ConsumerOptions", "Delivery", "Handler"]
 
 
 class Consumer:
@@ -209,7 +190,7 @@ class Consumer:
         try:
             event = ev_mod.decode(msg.data)
         except ev_mod.UndecodableEvent as exc:
-            await self._dead_letter(msg, delivery, str(exc), run_id=_run_of(msg.subject))
+            await self._dead_letter(msg, delivery, str(exc), run_id=run_of(msg.subject))
             return
         kind = ev_mod.kind_of(event)
         expected = ev_mod.subject_of(event)
@@ -219,7 +200,7 @@ class Consumer:
                 msg,
                 delivery,
                 f"subject {msg.subject} does not match its body ({expected})",
-                run_id=_run_of(msg.subject),
+                run_id=run_of(msg.subject),
             )
             return
         if not self._traced:
@@ -307,23 +288,8 @@ class Consumer:
                         await msg.in_progress()
 
     async def _dead_letter(self, msg, delivery: Delivery, reason: str, run_id: str) -> None:
-        body = pb.DeadLettered(
-            consumer=self.durable,
-            subject=delivery.subject,
-            reason=reason,
-            payload=bytes(msg.data[: 512 * 1024]),
-            stream_seq=delivery.stream_seq,
-        )
-        event = ev_mod.make_event(run_id or "unknown", self.bus.producer, body)
-        subject = f"{DLQ_ROOT}.{self.owner}.{run_id or 'unknown'}"
-        await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))
-        await msg.term()
+        await dead_letter(self.bus, self.durable, self.owner, msg, delivery, reason, run_id)
         self.dead_lettered += 1
         self.errors += 1
         self.last_error = f"dead-lettered: {reason}"[:300]
         log.error("%s: dead-lettered seq %d: %s", self.durable, delivery.stream_seq, reason)
-
-
-def _run_of(subject: str) -> str:
-    parts = subject.split(".")
-    return parts[1] if len(parts) > 2 and ev_mod._TOKEN.match(parts[1]) else "unknown"

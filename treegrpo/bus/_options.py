@@ -1,0 +1,28 @@
+"""What a consumer's handler is given, and how a consumer is tuned."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from treegrpo.v1 import events_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Delivery:
+    subject: str
+    stream_seq: int
+    num_delivered: int
+
+
+Handler = Callable[[pb.Event, Delivery], Awaitable[None]]
+
+
+@dataclass
+class ConsumerOptions:
+    max_inflight: int = 1  # handlers running at once
+    ack_wait_s: float = 30.0  # redelivery after this long without ack or heartbeat
+    max_deliver: int = 10  # then dead-letter
+    fetch_timeout_s: float = 1.0  # the loop's one bounded await
+    backoff_s: float = 0.5  # first nak delay for unexpected errors, doubled per delivery
+    backoff_max_s: float = 30.0
