@@ -1,9 +1,11 @@
 """Processes of one $TREEGRPO_HOME share its embedded nats-server (real processes, real flock):
 runs opening NATS at the same instant start one server; it outlives the run that started it while
-another uses it, and goes away after the last one, even when that one is killed with SIGKILL."""
+another uses it, and goes away after the last one, even when that one is killed with SIGKILL; a
+keeper killed with SIGKILL is started again on the same port by the next check."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +14,7 @@ import time
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, home_processes
+from tests.e2e._harness import ROOT, env_for, home_processes, pid_running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,7 +30,10 @@ while len(list(barrier.iterdir())) < n:  # all start at the same instant, once e
     time.sleep(0.002)
 nats = open_nats()
 print(nats.url, flush=True)
-while sys.stdin.readline().strip() == "ping":  # is the server still up? (answered until stdin closes)
+while (line := sys.stdin.readline().strip()) in ("ping", "check"):  # answered until stdin closes
+    if line == "check":  # what the runner does every turn
+        print(repr(nats.check()), flush=True)
+        continue
     u = urlparse(nats.url)
     try:
         socket.create_connection((u.hostname, u.port), timeout=2).close()
@@ -96,3 +101,22 @@ def test_the_server_outlives_the_run_that_started_it_and_goes_with_the_last_even
     second.send_signal(signal.SIGKILL)
     second.wait(10)
     assert _gone_within(home, 5) == {}  # the keeper sees no live lease and stops it
+
+
+def test_a_keeper_killed_with_sigkill_is_started_again_on_the_same_port_by_the_next_check(tmp_path):
+    home = tmp_path / "home"
+    (user,) = _users(home, 1)
+    url = user.stdout.readline().strip()
+    keeper = json.loads((home / "nats" / "keeper.json").read_text())
+    os.kill(keeper["pid"], signal.SIGKILL)  # nats-server goes with it (PR_SET_PDEATHSIG)
+    deadline = time.monotonic() + 10
+    while pid_running(keeper["server_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ping(user) == "down"
+    user.stdin.write("check\n")
+    user.stdin.flush()
+    assert "started it again at " + url in user.stdout.readline()  # the services' URL stays valid
+    assert _ping(user) == "up"
+    user.stdin.close()
+    assert user.wait(30) == 0
+    assert _gone_within(home, 0.5) == {}
