@@ -64,7 +64,10 @@ class SharedNats:
             if not held:
                 raise EmbeddedNatsError(f"{self.paths.lock} stayed locked for a minute; is a treegrpo hung?")
             live_leases(self.paths)  # prune
-            self._lease = add_lease(self.paths, self.what)
+            try:
+                self._lease = add_lease(self.paths, self.what)
+            except OSError as exc:  # a full or read-only disk under the home
+                raise EmbeddedNatsError(f"cannot take a lease on {self.paths.root}: {exc}") from exc
             try:
                 state = read_state(self.paths)
                 if not keeper_running(state):

@@ -179,8 +179,11 @@ class Keeper:
             return 1
         log.info("nats-server %s (pid %d) for %s", self.server.url, self.server.proc.pid, self.paths.root)
         while not self.stop.wait(TURN_S):
-            if not self.turn():
-                return 0
+            try:
+                if not self.turn():
+                    return 0
+            except Exception:  # a bug here must not take the server (and every run on it) down
+                log.exception("keeper turn failed; going on")
         log.info("asked to stop; stopping nats-server")
         self.shutdown()
         return 0
