@@ -90,7 +90,8 @@ class Keeper:
                 except OSError:  # the disk the log is on is full: the pipe still tells us
                     pass
             line = raw.decode(errors="replace").strip()
-            if any(p in line.lower() for p in WRITE_ERRORS) and not self.state.write_error:
+            current = proc is self.server.proc  # a restarted server's last words are history
+            if current and any(p in line.lower() for p in WRITE_ERRORS) and not self.state.write_error:
                 self.state.write_error = line.split("] ", 1)[-1][:400]
                 self.state.write_error_since = time.time()
                 log.error("store write error: %s", self.state.write_error)
