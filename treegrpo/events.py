@@ -133,6 +133,8 @@ def default_key(body) -> tuple | str | None:
         return (str(body.version), body.sampler_id)
     if name in ("RunEnded", "RunResumed"):
         return str(body.attempt)
+    if name == "LearnerRestored":  # a version can be restored more than once (crash after crash)
+        return (str(body.version), str(body.restore))
     if name == "DeadLettered":
         return (body.consumer, str(body.stream_seq))
     return None
