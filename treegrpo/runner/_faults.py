@@ -12,7 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
+from treegrpo.v1 import events_pb2 as pb
 
 
 class FaultWatch:
@@ -56,3 +58,11 @@ class FaultWatch:
     @property
     def lines(self) -> list[str]:
         return list(self.active.values())
+
+
+def restored_line(fact: pb.LearnerRestored) -> str:
+    """A learner restore that skipped a damaged copy or lost state ('' for a clean one): the run
+    goes on, but the user should know its optimizer state was reset or its steps re-trained."""
+    if not (fact.skipped or fact.lost):
+        return ""
+    return f'{ev_mod.describe_restored(fact)} (docs/LEARNER.md, "Restoring")'

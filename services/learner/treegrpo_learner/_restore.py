@@ -193,31 +193,13 @@ async def _recorded_group(run: RunLearner, step: int, group: str) -> PendingGrou
     return PendingGroup(group, gs.task, gs.round, gs.step, 0, members, done)
 
 
-def describe(fact: pb.LearnerRestored) -> str:
-    """One line for the log and the runner's screen."""
-    source = {
-        "checkpoint": f"checkpoint {fact.checkpoint}",
-        "published": f"published adapter v{fact.adapter_version} (sha256 {fact.adapter_sha256[:12]}…)",
-        "replay": "the base weights",
-        "base": "the base weights",
-    }[fact.weights_from]
-    text = f"learner restored version {fact.version} from {source}"
-    if fact.replayed_steps:
-        text += f" + {fact.replayed_steps} step(s) re-trained from the log"
-    if fact.skipped:
-        text += "; skipped: " + "; ".join(fact.skipped)
-    if fact.lost:
-        text += "; lost: " + "; ".join(fact.lost)
-    return text
-
-
 async def record(run: RunLearner, fact: pb.LearnerRestored) -> None:
     """Publish the fact, and re-write the cache when it was not a clean checkpoint restore."""
     before = [e async for _s, e in run.bus.replay(run.run_id, kinds=[Kind.LEARNER_RESTORED])]
     fact.restore = len(before) + 1
     await run.bus.publish(ev_mod.make_event(run.run_id, run.producer, fact))
     if fact.skipped or fact.lost:
-        (log.warning if fact.lost else log.info)("%s", describe(fact))
+        (log.warning if fact.lost else log.info)("%s", ev_mod.describe_restored(fact))
     if fact.version and (fact.weights_from != "checkpoint" or fact.replayed_steps or fact.skipped):
         try:  # a good checkpoint now: the next restart needs no rebuild
             await asyncio.to_thread(lambda: run.save_checkpoint(run.trainer.export()))
