@@ -276,7 +276,7 @@ async def _supervise(
             for note in filter(None, [nats.check(), *sup.check(), *sup.error_notes(), *faults.check()]):
                 console.print(f"[yellow]{note}[/]")
             for note in progress.take_notices():  # one-off facts: a learner restore that lost state
-                console.print(f"[yellow]{note}[/]")
+                console.print(f"[yellow]{note}[/]", soft_wrap=True)
             live.update(progress.table(services(), faults.lines))
             if sup.failures:
                 return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
