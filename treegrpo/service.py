@@ -13,7 +13,9 @@ drain the NATS connection within `nats.drain_timeout_s`.
 
 Runs are scoped: a service whose config names a `run_id` (what `treegrpo run` starts) binds a
 durable of its own, `<name>-<run_id>`, filtered to that run's subjects, so two runs on one NATS
-never take each other's work; without one (compose, Kubernetes) it serves every run.
+never take each other's work; without one (compose, Kubernetes) it serves every run. On a bus that
+needs credentials the scoped durable's name ends in a tag only that service can compute (see
+`durable_name`), which is how a deployed service keeps its per-run consumers to itself.
 
 A permanent fault (no model, a bad config, no good checkpoint) is not worth a restart: the service
 records it in its heartbeat (state "failed") and exits with `EXIT_PERMANENT`, which the runner's
@@ -23,6 +25,8 @@ supervisor reads as "stop the run with this reason" rather than "restart".
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import os
 import signal
@@ -31,6 +35,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
+from urllib.parse import unquote, urlparse
 
 from opentelemetry import trace
 
@@ -55,6 +60,27 @@ PERMANENT_SETUP_ERRORS = (
     ValueError,
     ImportError,
 )
+
+
+def durable_name(service: str, run_id: str, url: str) -> str:
+    """The durable consumer a service binds: `<service>` when it serves every run, `<service>-<run>`
+    when it serves one, and on a bus that needs a password `<service>-<run>-<tag>`, the tag an
+    HMAC of the run id under the service's own NATS password.
+
+    Why the tag: NATS permissions match whole subject tokens, and a consumer's name is one token of
+    the subjects that create, pull from, ack on or delete it, so `grader-<any run>` cannot be
+    granted to the grader alone (deploy/k8s/base/nats/accounts.conf). Every service user may drive
+    per-run consumers by name; no service can learn another's name (listing consumers is refused
+    to them), so none can create, re-filter, pull from, ack on or delete another's. Replicas of a
+    service share its password, hence the durable; a changed password starts a new durable that
+    replays the run (the handlers are idempotent)."""
+    if not run_id:
+        return service
+    password = unquote(urlparse(url).password or "")
+    if not password:
+        return f"{service}-{run_id}"
+    tag = hmac.new(password.encode(), f"{service}/{run_id}".encode(), hashlib.sha256).hexdigest()[:16]
+    return f"{service}-{run_id}-{tag}"
 
 
 class Service:
@@ -94,7 +120,7 @@ class Service:
 
     @property
     def durable(self) -> str:
-        return f"{self.name}-{self.run_id}" if self.run_id else self.name
+        return durable_name(self.name, self.run_id, resolve_nats_url(self.nats.url))
 
     def fail(self, reason: str) -> None:
         """Stop for good on a permanent fault: the heartbeat says why, the exit code says 'do not restart'."""
@@ -132,7 +158,7 @@ class Service:
         await self.bus.ensure()
         filters = [ev_mod.subject_filter(kind, self.run_id or "*") for kind in self.handlers()]
         self.consumer = Consumer(
-            self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer
+            self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer, self.name
         )
         await self.on_setup()
 

@@ -22,6 +22,8 @@ from treegrpo.events import Kind
 from treegrpo.telemetry import read_spans
 
 ROOT = Path(__file__).resolve().parents[2]
+# the seed issue 12's learning bar was measured at (tests/e2e/test_learning_control.py)
+DEMO_SEED = 0
 
 
 def prepare_home(home: Path, size: str = "tiny") -> Path:
@@ -47,6 +49,14 @@ def run_argv(config: str, *args: str, sets: tuple[str, ...] | list[str] = ()) ->
     for s in sets:
         argv += ["--set", s]
     return argv
+
+
+def run_paired(home: Path, config: str, *overrides: str, timeout: float = 600) -> str:
+    """`treegrpo run CONFIG --control --set ...` to completion; its output."""
+    argv = run_argv(config, "--control", sets=overrides)
+    done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return done.stdout
 
 
 def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = None) -> subprocess.Popen:

@@ -15,3 +15,28 @@ def demo_policy(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TREEGRPO_HOME", str(home))
         return prepare_demo_policy(home / "demo", show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def demo_pair(tmp_path_factory, demo_policy):
+    """`treegrpo run demo.toml --control` at DEMO_SEED with the demo policy, as `make demo` runs it,
+    once per session (~6 min on 2 cores): the learning test reads its verdict, the explorer's
+    browser test its report.html. (TREEGRPO_HOME, the train arm's run id; the control's is
+    `<id>-control`.)"""
+    from tests.e2e._harness import DEMO_SEED, prepare_home, run_paired
+
+    home = tmp_path_factory.mktemp("demo-pair") / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TREEGRPO_HOME", str(home))
+        prepare_home(home)
+        run_paired(
+            home,
+            "treegrpo/examples/demo.toml",
+            f'sampler.model="{demo_policy}"',
+            f'learner.model="{demo_policy}"',
+            'run.run_id="learn"',
+            f"run.seed={DEMO_SEED}",
+            "runner.live=false",
+            timeout=2000,
+        )
+    return home, "learn"

@@ -27,23 +27,13 @@ import sys
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, prepare_home
+from tests.e2e._harness import DEMO_SEED, ROOT, env_for, prepare_home, run_paired
 from treegrpo.embedded import EmbeddedNats
 
 pytestmark = [pytest.mark.slow]
 
-SEED = 0  # the seed the experiment was measured at (docstring)
+SEED = DEMO_SEED  # the seed the experiment was measured at (docstring)
 KEYS = ("difference", "ci95", "verdict", "train", "control")
-
-
-def run_paired(home, config: str, *overrides: str, timeout: float = 600) -> str:
-    """`treegrpo run CONFIG --control --set ...` to completion; its output."""
-    argv = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / config), "--control"]
-    for o in overrides:
-        argv += ["--set", o]
-    done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    return done.stdout
 
 
 def _report_json(home, train: str, control: str, out) -> dict:
@@ -98,24 +88,9 @@ def test_control_arm_repeats_round_one_token_for_token_and_the_report_compares_t
 
 
 @pytest.mark.timeout(2400)
-def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(
-    tmp_path, monkeypatch, demo_policy
-):
-    home = tmp_path / "home"
-    monkeypatch.setenv("TREEGRPO_HOME", str(home))
-    prepare_home(home)
-    model = demo_policy
-    run_paired(
-        home,
-        "treegrpo/examples/demo.toml",
-        f'sampler.model="{model}"',
-        f'learner.model="{model}"',
-        'run.run_id="learn"',
-        f"run.seed={SEED}",
-        "runner.live=false",
-        timeout=2000,
-    )
-    learning = json.loads((home / "runs" / "learn" / "report" / "report.json").read_text())["learning"]
+def test_the_demo_settings_learn_at_a_fixed_seed_verdict_learned_with_the_interval_above_zero(demo_pair):
+    home, run_id = demo_pair  # demo.toml at SEED with the demo policy: the fixture in conftest.py
+    learning = json.loads((home / "runs" / run_id / "report" / "report.json").read_text())["learning"]
     print(json.dumps(learning["pooled"]), json.dumps(learning["round1"]))
     assert learning["round1"]["ok"], learning["round1"]
     assert learning["verdict"] == "learned", learning

@@ -312,3 +312,144 @@ def test_the_health_probe_passes_with_each_services_own_credentials(secured_nats
     wrong = f"nats://grader:{secured_nats.passwords['executor']}@127.0.0.1:{secured_nats.port}"
     assert runner.invoke(app, ["health", "--url", wrong, "--timeout", "2"]).exit_code == 1
     assert secured_nats.violations() == []
+
+
+# -- runs scoped to one run id (`treegrpo run`): per-run durables ------------------------------------
+async def test_each_service_drives_its_own_per_run_durable_under_its_credentials(secured_nats):
+    """What a scoped run's services do: bind `<service>-<run>-<tag>`, consume, ack, dead-letter."""
+    from treegrpo.service import durable_name
+
+    operator = await connect(secured_nats, "operator")
+    await operator.ensure()
+    inputs = [pb.RunStarted(tasks=["t"]), pb.PolicyLoaded(version=0, sampler_id="s0")]
+    for i in range(2):
+        inputs += [pb.NodeGraded(node_id=f"n{i}"), pb.NodeSampled(node_id=f"n{i}")]
+        inputs += [pb.NodeExecuted(node_id=f"n{i}"), pb.GroupScored(sibling_group=f"g{i}")]
+    events = [ev.make_event(RUN, "operator/test", b) for b in inputs]
+    await operator.publish_many(events)
+    buses = {u: await connect(secured_nats, u) for u in CONSUMES}
+    try:
+        for user, bus in buses.items():
+            durable = durable_name(user, RUN, secured_nats.url(user))
+            assert durable.startswith(f"{user}-{RUN}-") and len(durable) == len(f"{user}-{RUN}-") + 16
+            expected = sum(ev.kind_of(e) in CONSUMES[user] for e in events)
+            stop, seen = asyncio.Event(), []
+
+            async def on(event, delivery, seen=seen, stop=stop, expected=expected):
+                seen.append(event)
+                if len(seen) >= expected:
+                    stop.set()
+                if len(seen) == 1:
+                    raise PermanentError("first one dead-lettered on purpose")
+
+            filters = [ev.subject_filter(k, RUN) for k in CONSUMES[user]]
+            consumer = Consumer(bus, durable, filters, on, ConsumerOptions(fetch_timeout_s=0.5), owner=user)
+            await asyncio.wait_for(consumer.run(stop), 20)
+            assert (consumer.processed, consumer.dead_lettered) == (expected - 1, 1), user
+            await bus.nc.flush()
+            info = await operator.js.consumer_info(STREAM, durable)
+            assert (info.num_ack_pending, info.num_pending) == (0, 0), user  # every ack was taken
+        dlq = await operator.js.stream_info("TREEGRPO_DLQ", subjects_filter="tgdlq.>")
+        assert dlq.state.subjects == {f"tgdlq.{u}.{RUN}": 1 for u in CONSUMES}
+        assert secured_nats.violations() == []
+    finally:
+        for b in (*buses.values(), operator):
+            await b.close(2)
+
+
+async def test_a_service_cannot_create_or_touch_another_services_consumers(secured_nats):
+    """The executor against the grader's consumers, shared and per-run: it cannot re-configure them
+    through the nameless create endpoint, list consumers to learn their names, delete them, or
+    compute the grader's per-run name (that takes the grader's password)."""
+    import json
+
+    from treegrpo.service import durable_name
+
+    operator, executor = await connect(secured_nats, "operator"), await connect(secured_nats, "executor")
+    grader = await connect(secured_nats, "grader")
+    try:
+        await operator.ensure()
+        await operator.publish(ev.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
+        theirs = durable_name("grader", RUN, secured_nats.url("grader"))
+        wanted = ev.subject_filter(Kind.NODE_EXECUTED, RUN)
+        for name in (theirs, "grader"):  # the grader's per-run durable, and the shared one
+            await grader.js.add_consumer(
+                STREAM, durable_name=name, name=name, filter_subject=wanted, ack_policy="explicit"
+            )
+        assert durable_name("grader", RUN, secured_nats.url("executor")) != theirs
+        for name in (theirs, "grader"):
+            hijack = {
+                "stream_name": STREAM,
+                "config": {"name": name, "filter_subject": f"tg.{RUN}.node.sampled.>"},
+            }
+            with pytest.raises((nats.errors.TimeoutError, TimeoutError)):
+                await executor.nc.request(
+                    f"$JS.API.CONSUMER.CREATE.{STREAM}", json.dumps(hijack).encode(), 1.5
+                )
+            with pytest.raises((nats.errors.TimeoutError, TimeoutError)):
+                await executor.nc.request(f"$JS.API.CONSUMER.DELETE.{STREAM}.{name}", b"", 1.5)
+        for listing in ("NAMES", "LIST"):
+            with pytest.raises((nats.errors.TimeoutError, TimeoutError)):
+                await executor.nc.request(f"$JS.API.CONSUMER.{listing}.{STREAM}", b"{}", 1.5)
+        for name in (theirs, "grader"):
+            info = await operator.js.consumer_info(STREAM, name)
+            assert (info.config.filter_subject, info.num_pending) == (wanted, 1), name  # untouched
+        refused = {subject for user, _, subject in secured_nats.violations() if user == "executor"}
+        assert {
+            f"$JS.API.CONSUMER.CREATE.{STREAM}",
+            f"$JS.API.CONSUMER.DELETE.{STREAM}.{theirs}",
+            f"$JS.API.CONSUMER.NAMES.{STREAM}",
+            f"$JS.API.CONSUMER.LIST.{STREAM}",
+        } <= refused
+    finally:
+        for b in (executor, grader, operator):
+            await b.close(2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_scoped_run_through_each_services_own_credentials_completes(secured_nats, tmp_path):
+    """`treegrpo run` on the deployed server: the runner as `operator`, each service as its own
+    user; the run completes with exact counts and the server refuses nothing."""
+    import subprocess
+
+    from tests.e2e._harness import ROOT, env_for, prepare_home, read_log, run_argv, run_ids
+
+    home = tmp_path / "home"
+    model = prepare_home(home)
+    src = home / "replay"  # scripts that write a submission: the executor stores it, the grader reads it
+    src.mkdir()
+    (src / "uniform.py").write_text(
+        "import csv\nrows = list(csv.DictReader(open('input/test.csv')))\n"
+        "with open('submission/submission.csv', 'w') as f:\n"
+        "    f.write('id,EAP,HPL,MWS\\n' + ''.join(f\"{r['id']},0.2,0.3,0.5\\n\" for r in rows))\n"
+    )
+    sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=1"]
+    sets += [
+        'sampler.backend="replay"',
+        f'sampler.replay.source_dir="{src}"',
+        "sampler.sampling.max_new_tokens=1024",
+    ]
+    sets += [f'runner.nats_url="{secured_nats.url("operator")}"']
+    sets += [f'{user}.nats.url="{secured_nats.url(user)}"' for user in CONSUMES]
+    argv = run_argv("treegrpo/examples/run-small.toml", sets=sets)
+    done = subprocess.run(argv, env=env_for(home), cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (run_id,) = run_ids(home)
+    log = read_log(home, run_id, url=secured_nats.url("operator"))
+    e, g = 3, 2  # run-small.toml's tree, one task, one round
+    assert log.counts[Kind.NODE_SAMPLED] == log.counts[Kind.NODE_GRADED] == e * g
+    assert log.counts[Kind.GROUP_SCORED] == e and len(log.steps) == 1
+    assert log.graded_status == {"ok": e * g}  # stored by the executor, read back by the grader
+
+    async def names() -> list[str]:
+        operator = await connect(secured_nats, "operator")
+        try:
+            return [c.name for c in await operator.js.consumers_info(STREAM) if run_id in c.name]
+        finally:
+            await operator.close(2)
+
+    assert sorted(n.rsplit("-", 1)[0] for n in asyncio.run(names())) == sorted(
+        f"{u}-{run_id}" for u in CONSUMES
+    )
+    assert secured_nats.violations() == []

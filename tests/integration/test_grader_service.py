@@ -184,7 +184,11 @@ async def test_redelivered_last_sibling_after_crash_before_scoring_still_scores(
     assert second.graded == 0 and [m.reward for m in scored.members] == [0.5] * G
 
 
-async def test_oversized_and_missing_submissions_are_invalid_without_download(bus, nats_server, tasks_home):
+async def test_an_oversized_submission_is_invalid_without_download_a_lost_one_is_ours(
+    bus, nats_server, tasks_home
+):
+    """Too big is the script's doing (invalid, penalised); a submission the executor stored but the
+    store lost, or an `ok` without a stored submission, is ours: masked, reward 0, no penalty."""
     big = await put_submission(bus, 0, b"id,EAP,HPL,MWS\n" + b"x,0.3,0.3,0.4\n" * 2000)
     await bus.publish_many(
         [
@@ -194,17 +198,17 @@ async def test_oversized_and_missing_submissions_are_invalid_without_download(bu
             executed(3, "timeout"),
         ]
     )
-    service = make_service(nats_server, tasks_home, max_submission_bytes=4096)
+    service = make_service(nats_server, tasks_home, max_submission_bytes=4096, infra={"retry_s": 0.2})
     runner = await start(service)
     try:
         scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
     finally:
         await halt(service, runner)
     graded = [(await bus.last_event(RUN, Kind.NODE_GRADED, m.node_id)).node_graded for m in scored.members]
-    assert [g.status for g in graded] == ["invalid_submission"] * 3 + ["timeout"]
+    assert [g.status for g in graded] == ["invalid_submission", "infrastructure", "infrastructure", "timeout"]
     assert "over the 4.0 KiB limit" in graded[0].grade_error
     assert "missing" in graded[1].grade_error and "no submission" in graded[2].grade_error
-    assert [m.reward for m in scored.members] == [-0.5] * 4
+    assert [m.reward for m in scored.members] == [-0.5, 0.0, 0.0, -0.5]
 
 
 async def test_malformed_executed_fact_is_dead_lettered_and_grading_goes_on(bus, nats_server, tasks_home):

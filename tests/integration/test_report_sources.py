@@ -11,6 +11,7 @@ from tests.archive_gen import generate
 from treegrpo.archive import import_root
 from treegrpo.archive.cli import app as archive_app
 from treegrpo.report import build_report
+from treegrpo.report._html import read_embedded as embedded
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -33,6 +34,20 @@ async def test_report_from_the_bus_equals_report_from_the_seed_root(bus, tmp_pat
     assert {p.name for p in (tmp_path / "bus").glob("*.png")} == {
         p.name for p in (tmp_path / "files").glob("*.png")
     }
+
+
+async def test_the_explorer_shows_imported_runs_from_the_bus_as_it_shows_the_files(bus, tmp_path):
+    src = tmp_path / "seed"
+    generate(src, "small")
+    ids = [r.run_id for r in await import_root(bus, src)]
+    pages = {
+        where: embedded((await build_report(source, ids, tmp_path / where)).html_path.read_text())
+        for where, source in (("files", src), ("bus", bus))
+    }
+    for page in pages.values():
+        for run in page["runs"]:
+            run.pop("source"), run.pop("versions")  # where it was read, and what the versions rest on
+    assert pages["bus"] == pages["files"]  # nodes, texts, rounds, advantages, curves
 
 
 def test_archive_and_report_commands_end_to_end(nats_server, tmp_path):

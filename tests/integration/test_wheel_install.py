@@ -164,6 +164,16 @@ def test_the_installed_packages_find_their_configs_templates_and_corpus(installe
     assert "Predict the author." in found["prompt"]
 
 
+def test_the_installed_report_writes_the_checkouts_explorer_page_from_its_package_data(installed):
+    from treegrpo.report._html import render
+
+    bin_dir, env, outside = installed["full"], installed["env"], installed["outside"]
+    doc = {"title": "t", "fields": ["id"], "runs": [], "texts": [""], "curves": {}}
+    code = f"import sys; from treegrpo.report._html import render; sys.stdout.write(render({doc!r}))"
+    page = _run([str(bin_dir / "python"), "-c", code], outside, env)
+    assert page == render(doc)  # the page, its script and every vendored library and licence shipped
+
+
 def test_a_missing_service_is_named_with_the_distribution_to_install(installed):
     bin_dir, env, outside = installed["executor"], installed["env"], installed["outside"]
     done = subprocess.run(

@@ -63,3 +63,25 @@ def test_advantages_sum_to_zero_and_keep_the_reward_order(rewards, estimator):
         for j in range(len(rewards)):
             if rewards[i] > rewards[j] + 1e-6:
                 assert adv[i] >= adv[j]
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "dr_grpo"])
+def test_siblings_masked_by_infrastructure_faults_are_left_out_of_every_estimator(estimator):
+    """A masked sibling (reward 0, status infrastructure) gets no advantage and moves no baseline:
+    the group's advantages are those of the group without it (grpo_valid_only already left every
+    non-ok sibling out)."""
+    rewards, statuses = [0.7, -0.5, 0.0, 0.2], ["ok", "crashed", "infrastructure", "ok"]
+    adv = compute(estimator, rewards, statuses)
+    rest = compute(estimator, [0.7, -0.5, 0.2], ["ok", "crashed", "ok"])
+    assert adv == [rest[0], rest[1], 0.0, rest[2]]
+
+
+def test_a_group_left_with_fewer_than_two_siblings_is_dropped_with_a_reason():
+    from treegrpo.advantages import dropped_reason
+
+    assert dropped_reason(["ok", "infrastructure", "crashed"]) == ""
+    assert dropped_reason(["ok", "crashed"]) == ""
+    why = dropped_reason(["ok", "infrastructure", "infrastructure"])
+    assert why == "2 of 3 siblings hit infrastructure faults; 1 left, fewer than the 2 a group needs"
+    assert compute("grpo", [0.9, 0.0, 0.0], ["ok", "infrastructure", "infrastructure"]) == [0.0, 0.0, 0.0]
+    assert not has_signal("rloo", [0.9, 0.0, 0.0], ["ok", "infrastructure", "infrastructure"])

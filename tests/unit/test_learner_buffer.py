@@ -45,3 +45,50 @@ async def test_async_takes_the_oldest_groups_in_stream_order():
         buf.add(group(f"g{i}", 1 + i % 2, i, 2))
     batch = buf.take(2, 3, 1, sync=False)
     assert [g.group for g in batch.groups] == ["g1", "g3"] and len(buf) == 1
+
+
+async def test_masked_members_train_nothing_and_a_dropped_group_still_completes_its_round():
+    """Siblings our side failed to execute or grade are no samples; a group with fewer than two
+    siblings left is dropped, yet rides in its round's batch (counted, acked after the step)."""
+    from opentelemetry import trace
+
+    from treegrpo.config import RunSpec
+    from treegrpo_learner._buffer import Batch
+    from treegrpo_learner._run_learner import RunLearner
+    from treegrpo_learner.config import LearnerConfig
+
+    def member(name: str, reward: float, status: str) -> Member:
+        return Member(name, reward, status, (1, 2), (3, 4), (-0.1, -0.2), 0)
+
+    loop = asyncio.get_running_loop()
+    kept = PendingGroup(
+        "kept",
+        "t",
+        1,
+        0,
+        1,
+        [member("a", 0.7, "ok"), member("b", 0.0, "infrastructure"), member("c", 0.2, "ok")],
+        loop.create_future(),
+    )
+    lost = PendingGroup(
+        "lost",
+        "t",
+        1,
+        1,
+        2,
+        [member("d", 0.9, "ok"), member("e", 0.0, "infrastructure"), member("f", 0.0, "infrastructure")],
+        loop.create_future(),
+    )
+    assert kept.dropped == "" and "1 left" in lost.dropped
+    buf = GroupBuffer()
+    buf.add(kept)
+    buf.add(lost)
+    batch = buf.take(2, 0, 0, sync=True)
+    assert [g.group for g in batch.groups] == ["kept", "lost"]  # the round is whole with the dropped one
+    spec = RunSpec(run_id="r", tasks=["t"], rounds=1)
+    learner = RunLearner(
+        LearnerConfig(estimator="grpo"), "r", spec, None, "learner/test", trace.get_tracer("t")
+    )
+    samples, with_signal, _ = learner.samples(Batch(batch.groups))
+    assert [s.node_id for s in samples] == ["a", "c"] and with_signal == 1
+    assert samples[0].advantage > 0 > samples[1].advantage

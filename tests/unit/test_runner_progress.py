@@ -25,6 +25,31 @@ def test_a_rounds_best_comes_from_its_graded_nodes_when_round_completed_is_the_f
     assert (p.per_task["t"].best, p.per_task["t"].rounds_done) == (5.0, 1)
 
 
+def test_masked_nodes_and_dropped_groups_are_counted_apart_on_screen():
+    from rich.console import Console
+
+    p = Progress(tasks=["t"], rounds=1, train=True)
+    for i, status in enumerate(["ok", "crashed", "infrastructure", "infrastructure"]):
+        p.apply(
+            ev.make_event("r", "grader", pb.NodeGraded(node_id=f"n{i}", task="t", round=1, status=status))
+        )
+    dropped = pb.GroupScored(sibling_group="g1", task="t", round=1)
+    for status in ("ok", "infrastructure", "infrastructure"):
+        dropped.members.add(node_id=status, status=status)
+    p.apply(ev.make_event("r", "grader", dropped))
+    assert p.groups_dropped == 1
+    console = Console(width=200, record=True)
+    console.print(p.table())
+    screen = console.export_text()
+    assert "1 dropped (infrastructure)" in " ".join(screen.split())
+    header = next(ln for ln in screen.splitlines() if ln.startswith("┃ task"))
+    row = next(ln for ln in screen.splitlines() if ln.startswith("│ t "))
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    names = [c.strip() for c in header.split("┃")[1:-1]]
+    assert dict(zip(names, cells, strict=True))["infra"] == "2"
+    assert dict(zip(names, cells, strict=True))["other"] == "0"
+
+
 def test_a_learner_restore_that_lost_state_is_one_screen_line_and_a_clean_one_or_a_past_one_is_none():
     p = Progress(tasks=["t"], rounds=2, train=True)
     lost = pb.LearnerRestored(

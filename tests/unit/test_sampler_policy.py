@@ -176,3 +176,27 @@ def test_sampling_seed_ignores_the_run_id_but_not_the_position_or_seed():
     assert sampling_seed(_State(0), exp("a", 0)) == sampling_seed(_State(0), exp("a-control", 0))
     assert sampling_seed(_State(0), exp("a", 0)) != sampling_seed(_State(0), exp("a", 1))
     assert sampling_seed(_State(0), exp("a", 0)) != sampling_seed(_State(1), exp("a", 0))
+
+
+def test_a_node_masked_by_an_infrastructure_fault_is_never_chosen_as_a_parent():
+    s = spec()
+    s.tree.group_size, s.tree.expansions = 2, 3
+    for seed in range(40):
+        s.seed = seed
+        rs = RoundState("spooky-mini", 1)
+        for step in (0, 1):
+            # the masked node has the top reward: a softmax would favour it if it were a candidate
+            score(sample_all(rs, step, 2), lambda i: (5.0, "infrastructure") if i == 0 else (0.1, "crashed"))
+        exp = plan_step(RUN, s, rs, 2)
+        assert exp.parent_id not in {rs.groups[0].sampled[0], rs.groups[1].sampled[0]}
+        assert exp.mode == "debug"
+
+
+def test_when_every_earlier_node_was_masked_the_expansion_drafts_afresh():
+    s = spec()
+    s.tree.group_size, s.tree.expansions = 2, 3
+    rs = RoundState("spooky-mini", 1)
+    for step in (0, 1):
+        score(sample_all(rs, step, 2), lambda i: (0.0, "infrastructure"))
+    exp = plan_step(RUN, s, rs, 2)
+    assert (exp.mode, exp.parent_id, exp.missing) == ("draft", None, (0, 1))

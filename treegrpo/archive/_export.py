@@ -61,6 +61,12 @@ async def export_run(
     result = writer.finish()
     if result.ungraded_skipped:
         log.warning("%s: %d sampled node(s) not graded yet were left out", run_id, result.ungraded_skipped)
+    if result.infrastructure_skipped:
+        log.warning(
+            "%s: %d node(s) masked by infrastructure faults were left out (not the policy's outcomes)",
+            run_id,
+            result.infrastructure_skipped,
+        )
     return result
 
 

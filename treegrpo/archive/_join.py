@@ -45,6 +45,9 @@ class RunFacts:
     rounds: dict[tuple[str, int], RoundFacts] = field(default_factory=dict)
     executed: dict[str, pb.NodeExecuted] = field(default_factory=dict)
     graded: dict[str, pb.NodeGraded] = field(default_factory=dict)
+    # nodes our side could not execute or grade (status `infrastructure`): no outcome of the
+    # policy's, so not records of the seed's format; reports count them apart
+    infrastructure: dict[str, pb.NodeGraded] = field(default_factory=dict)
     rewards: dict[str, float] = field(default_factory=dict)
     groups: dict[str, pb.GroupScored] = field(default_factory=dict)
     steps: list[pb.LearnerStepped] = field(default_factory=list)
@@ -79,6 +82,9 @@ class RunFacts:
 
     def _add_graded(self, event: pb.Event) -> None:
         g = event.node_graded
+        if g.status == ev.INFRASTRUCTURE:
+            self.infrastructure[g.node_id] = g
+            return
         if g.node_id not in self.graded:
             self.round(g.task, g.round).node_ids.append(g.node_id)
             self.first_seen.setdefault((g.task, g.round), event.envelope.time)

@@ -32,6 +32,7 @@ class ExportResult:
     nodes: int = 0
     bytes: int = 0
     ungraded_skipped: int = 0
+    infrastructure_skipped: int = 0  # masked nodes (status `infrastructure`): not the seed's records
     violations: list[Violation] = field(default_factory=list)
 
 
@@ -80,6 +81,9 @@ class RunWriter:
     def accept(self, sampled: pb.NodeSampled) -> None:
         """Write one node's record, if it has been graded (a node still in flight is skipped)."""
         nid = sampled.node_id
+        if nid in self.facts.infrastructure:
+            self.result.infrastructure_skipped += 1
+            return
         graded = self.facts.graded.get(nid)
         if graded is None:
             self.result.ungraded_skipped += 1

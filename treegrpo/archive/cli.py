@@ -73,6 +73,11 @@ def export_cmd(
         console.print(
             f"{r.run_id}: {r.rounds} rounds, {r.nodes} nodes, {r.bytes / 1e6:.1f} MB → {r.path}"
             + (f" ({r.ungraded_skipped} ungraded nodes left out)" if r.ungraded_skipped else "")
+            + (
+                f" ({r.infrastructure_skipped} nodes masked by infrastructure faults left out)"
+                if r.infrastructure_skipped
+                else ""
+            )
             + (f" [yellow]{len(r.violations)} invariant warning(s)[/yellow]" if r.violations else "")
         )
 

@@ -60,8 +60,12 @@ class Consumer:
         handler: Handler,
         options: ConsumerOptions | None = None,
         tracer: trace.Tracer | None = None,
+        owner: str = "",
     ):
         self.bus, self.durable, self.filters, self.handler = bus, durable, filters, handler
+        # whose dead letters (`tgdlq.<owner>.<run>`): the service, whatever its durable is named,
+        # so NATS permissions can grant each service its own dead-letter subjects by a whole token
+        self.owner = owner or durable
         self.opt = options or ConsumerOptions()
         self.tracer = tracer or trace.get_tracer("treegrpo.bus")
         # no tracer given and no SDK provider installed: skip span bookkeeping on the hot path
@@ -289,7 +293,7 @@ class Consumer:
             stream_seq=delivery.stream_seq,
         )
         event = ev_mod.make_event(run_id or "unknown", self.bus.producer, body)
-        subject = f"{DLQ_ROOT}.{self.durable}.{run_id or 'unknown'}"
+        subject = f"{DLQ_ROOT}.{self.owner}.{run_id or 'unknown'}"
         await self.bus.publish_raw(subject, ev_mod.encode(event), headers=self.bus.headers_for(event))
         await msg.term()
         self.dead_lettered += 1

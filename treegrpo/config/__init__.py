@@ -4,6 +4,7 @@
 from treegrpo.config._base import (
     ConfigError,
     HealthSettings,
+    InfraSettings,
     NatsSettings,
     Section,
     ServiceSettings,
@@ -21,6 +22,7 @@ from treegrpo.config.run import RunSpec, TreeSettings
 __all__ = [
     "ConfigError",
     "HealthSettings",
+    "InfraSettings",
     "NatsSettings",
     "RunSpec",
     "Section",

@@ -77,6 +77,26 @@ class HealthSettings(Section):
     enabled: bool = Field(default=True, description="Write the heartbeat at all")
 
 
+class InfraSettings(Section):
+    """When a node fails on our side (treegrpo/infra.py): retry it, then mask it, and stop the run
+    when nothing works at all. Used by the executor and the grader."""
+
+    attempts: int = Field(
+        default=3,
+        ge=1,
+        le=9,
+        description="Attempts at a node that fails on our side before it is recorded as an "
+        "infrastructure fault and masked out of its group (at most 9: the bus dead-letters at 10)",
+    )
+    retry_s: float = Field(default=1.0, gt=0, description="Delay before the next attempt")
+    fail_after: int = Field(
+        default=3,
+        ge=0,
+        description="Nodes in a row recorded as infrastructure faults, none done between: the "
+        "service can do nothing and stops the run with the reason (0 = never)",
+    )
+
+
 class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]):
         super().__init__(settings_cls)

@@ -1,4 +1,5 @@
-"""Build the report: load runs (bus or seed-format root), compute, write Markdown + JSON + PNGs."""
+"""Build the report: load runs (bus or seed-format root), compute, write Markdown + JSON + PNGs and
+the run explorer (`report.html`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from treegrpo.advantages import ESTIMATORS
 from treegrpo.report import _learning_plots, _plots
 from treegrpo.report._compare import Comparison, compare
 from treegrpo.report._data import RunData, load_from_bus, load_from_root
+from treegrpo.report._explorer import payload
+from treegrpo.report._html import write_html
 from treegrpo.report._learning import CurveRow, curves, scorers
 from treegrpo.report._learning_output import comparison_markdown, curves_markdown, verdict_line
 from treegrpo.report._metrics import RunMetrics, compute
@@ -27,6 +30,7 @@ class Report:
     plots: dict[str, str] = field(default_factory=dict)
     data: dict = field(default_factory=dict)
     comparison: Comparison | None = None
+    html_path: Path | None = None
 
 
 async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
@@ -154,7 +158,16 @@ def write_report(
         data["learning"] = comparison.as_dict()
     js = out / "report.json"
     js.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    return Report(metrics, out, md, js, plots, data, comparison)
+    page = payload(
+        runs,
+        metrics,
+        estimator,
+        data["curves"],
+        data.get("learning"),
+        verdict_line(comparison) if comparison is not None else "",
+    )
+    html = write_html(out / "report.html", page)
+    return Report(metrics, out, md, js, plots, data, comparison, html)
 
 
 async def build_report(

@@ -1,8 +1,10 @@
 """What the report reads, from either source: the bus (a run's events) or a seed-format root.
 
 Both give the same `RunData`: light node records (no prompt, code or logprobs), round summaries,
-timing lines. So the seed's runs (imported or read straight from files) and new runs are measured
-by the same code.
+timing lines, and per node the few texts and token numbers the HTML explorer shows (`NodeText`:
+plan, code, output tail, response length, mean log-prob; not the prompt, thinking or per-token
+lists). So the seed's runs (imported or read straight from files) and new runs are measured and
+shown by the same code.
 """
 
 from __future__ import annotations
@@ -29,6 +31,22 @@ from treegrpo.archive import (
 from treegrpo.events import Kind, short_hash
 
 
+@dataclass(frozen=True, slots=True)
+class NodeText:
+    """What the explorer shows of one node beyond its record's numbers."""
+
+    plan: str = ""
+    code: str = ""
+    term_tail: str = ""
+    tokens: int = 0  # response tokens
+    mean_logprob: float | None = None  # mean behaviour log-prob of those tokens
+
+    @classmethod
+    def of(cls, plan: str, code: str, term_tail: str, logprobs, n_tokens: int) -> NodeText:
+        lp = list(logprobs)
+        return cls(plan, code, term_tail, n_tokens, sum(lp) / len(lp) if lp else None)
+
+
 @dataclass
 class RunData:
     run_id: str
@@ -40,6 +58,10 @@ class RunData:
     problems: list[Problem] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)  # node id -> policy version that sampled it
     fingerprints: dict[str, str] = field(default_factory=dict)  # node id -> hash of its completion tokens
+    texts: dict[str, NodeText] = field(default_factory=dict)  # node id -> plan, code, output tail, tokens
+    # node id -> sibling group of the nodes masked by infrastructure faults (status `infrastructure`):
+    # not records (no outcome of the policy's), counted apart; a seed-format root has none
+    infrastructure: dict[str, str] = field(default_factory=dict)
 
     @property
     def gate(self) -> bool:
@@ -74,6 +96,7 @@ async def load_from_bus(bus, run_id: str) -> RunData:
     if not facts.graded and facts.started is None and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     data = RunData(run_id, source=f"bus:{run_id}")
+    data.infrastructure = {nid: g.sibling_group for nid, g in facts.infrastructure.items()}
     gate = facts.resource_gate
     for s in facts.steps:
         data.timing.append(timing_line(s))
@@ -85,6 +108,14 @@ async def load_from_bus(bus, run_id: str) -> RunData:
         data.versions[body.node_id] = body.policy_version
         data.fingerprints[body.node_id] = fingerprint(body.response_token_ids)
         sampled[body.node_id] = SampledFacts.of(body)
+        ex = facts.executed.get(body.node_id)
+        data.texts[body.node_id] = NodeText.of(
+            body.plan,
+            body.code,
+            ex.term_tail if ex is not None else "",
+            body.response_logprobs,
+            len(body.response_token_ids),
+        )
     for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
         rf = facts.rounds[key]
         recs = [
@@ -106,6 +137,16 @@ def load_from_root(path: str | Path) -> list[RunData]:
         for rnd in run.rounds:
             nodes = read_nodes(rnd, run.problems)
             data.fingerprints |= {r.id: fingerprint(r.response_token_ids) for r in nodes}
+            data.texts |= {
+                r.id: NodeText.of(
+                    r.plan or "",
+                    r.code or "",
+                    r.term_tail or "",
+                    r.response_logprobs,
+                    len(r.response_token_ids),
+                )
+                for r in nodes
+            }
             # the files carry no policy version: sync, as `archive import` assumes (round r: r - 1)
             data.versions |= {r.id: max(r.round - 1, 0) for r in nodes}
             data.records += [_light(r) for r in nodes]

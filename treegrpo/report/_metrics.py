@@ -6,7 +6,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from treegrpo.advantages import has_signal
+from treegrpo.advantages import MIN_SIBLINGS, has_signal
 from treegrpo.archive import PHASES, STATUSES, GateNodeRecord, NodeRecord
 from treegrpo.events import Status
 from treegrpo.report._data import RunData
@@ -58,6 +58,7 @@ class Signal:
     trained_with_signal: int
     gpu_hours: float | None  # sum(total_s) x gpus / 3600
     per_gpu_hour: float | None  # trained_with_signal / gpu_hours
+    dropped_groups: int = 0  # too few siblings left after infrastructure faults: not counted above
 
     @property
     def share(self) -> float | None:
@@ -84,6 +85,7 @@ class RunMetrics:
     node_cost_s: float | None  # median over steps of total_s / nodes that step trained on
     signal: Signal
     problems: list[str] = field(default_factory=list)
+    infrastructure: int = 0  # nodes masked by infrastructure faults: not in `nodes` nor `statuses`
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -170,14 +172,18 @@ def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
     groups: dict[str, list[NodeRecord]] = {}
     for r in data.records:
         groups.setdefault(r.sibling_group, []).append(r)
-    size = max((len(g) for g in groups.values()), default=0)
+    masked = Counter(data.infrastructure.values())  # a group's masked siblings are not partial
+    size = max((len(g) + masked[gid] for gid, g in groups.items()), default=0)
     trained_groups = {g for gs in data.step_groups.values() for g in gs}
     stepped_rounds = {t.step for t in data.timing}
     sig = Signal(estimator, 0, 0, 0, 0, 0, None, None)
+    sig.dropped_groups = sum(1 for gid, n in masked.items() if len(groups.get(gid, [])) < MIN_SIBLINGS)
     for gid, members in groups.items():
-        if len(members) < size or any(m.reward is None for m in members):
+        if len(members) + masked[gid] < size or any(m.reward is None for m in members):
             sig.partial_groups += 1
             continue
+        if len(members) < MIN_SIBLINGS and masked[gid]:
+            continue  # dropped: counted above
         signal = has_signal(estimator, [m.reward for m in members], [m.status for m in members])
         sig.groups += 1
         sig.with_signal += signal
@@ -218,4 +224,5 @@ def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) ->
         node_cost_s=_node_cost(data),
         signal=_signal(data, estimator, gpus),
         problems=[str(p) for p in data.problems],
+        infrastructure=len(data.infrastructure),
     )

@@ -34,6 +34,8 @@ def summary_rows(runs: Sequence[RunMetrics]) -> list[Row]:
     ]
     statuses = list(STATUSES) + sorted({s for m in runs for s in m.statuses} - set(STATUSES))
     rows += [(f"status {s}", [str(m.statuses.get(s, 0)) for m in runs]) for s in statuses]
+    # beside the six, never among them: nodes our side failed to execute or grade (masked)
+    rows.append(("infrastructure (masked, not in nodes)", [str(m.infrastructure) for m in runs]))
     rows += [
         ("crash rate", [_pct(m.crash_rate) for m in runs]),
         ("valid rate", [_pct(m.valid_rate) for m in runs]),
@@ -53,6 +55,7 @@ def summary_rows(runs: Sequence[RunMetrics]) -> list[Row]:
             [f"{m.signal.with_signal}/{m.signal.groups} ({_pct(m.signal.share)})" for m in runs],
         ),
         ("partial groups (not counted)", [str(m.signal.partial_groups) for m in runs]),
+        ("groups dropped: infrastructure (not counted)", [str(m.signal.dropped_groups) for m in runs]),
         ("GPU-hours (Σ total_s × GPUs)", [_num(m.signal.gpu_hours, ".2f") for m in runs]),
         ("signal groups trained / GPU-hour", [_num(m.signal.per_gpu_hour, ".2f") for m in runs]),
     ]

@@ -1,4 +1,4 @@
-"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E] [--control CONTROL_RUN]`."""
+"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E] [--control CONTROL_RUN] [--open]`."""
 
 from __future__ import annotations
 
@@ -61,6 +61,14 @@ async def _build(
         await bus.close()
 
 
+def _open(path: Path) -> None:
+    """Hand the page to the desktop's browser (webbrowser: $BROWSER, xdg-open, ...); say so if none."""
+    import webbrowser
+
+    if not webbrowser.open(path.resolve().as_uri()):
+        Console(stderr=True).print(f"no web browser found; open {path.resolve().as_uri()}")
+
+
 def report(
     runs: Annotated[
         list[str],
@@ -109,8 +117,12 @@ def report(
     nats: Annotated[
         str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")
     ] = "",
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open report.html, the run explorer, in the desktop's web browser")
+    ] = False,
 ) -> None:
-    """The capability report of one or more runs: printed, and written as Markdown + PNG plots."""
+    """The capability report of one or more runs: printed, and written as Markdown + PNG plots and
+    report.html, an offline run explorer (the search trees, each node's code and diff, the curves)."""
     if estimator not in ESTIMATORS:
         raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
     try:
@@ -120,12 +132,15 @@ def report(
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
+    if open_page:
+        _open(rep.html_path)
     if as_json:
         sys.stdout.write(orjson.dumps(rep.data, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     console = Console()
     print_rich(rep.runs, console)
     console.print(f"report: {rep.markdown_path} (+ {len(rep.plots)} plots, {rep.json_path.name})")
+    console.print(f"explorer: {rep.html_path.resolve().as_uri()}", soft_wrap=True)
     if rep.comparison is not None:
         from treegrpo.report._learning_output import verdict_line
 

@@ -89,4 +89,5 @@ async def execute_paired(config: Path | None, overrides: list[str], console: Con
         f"report: {rep.markdown_path}",
         soft_wrap=True,
     )
+    console.print(f"explorer: {rep.html_path.resolve().as_uri()}", soft_wrap=True)
     return result

@@ -308,6 +308,9 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
     if rf.runner.report:
         from treegrpo.report import build_report
 
-        await build_report(bus, [run_id], out_dir / "report")
-        console.print(f"[green]report[/]: {out_dir / 'report' / 'report.md'}")
+        rep = await build_report(bus, [run_id], out_dir / "report")
+        console.print(
+            f"[green]report[/]: {rep.markdown_path}; explorer: {rep.html_path.resolve().as_uri()}",
+            soft_wrap=True,
+        )
     return True

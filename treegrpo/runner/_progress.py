@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from treegrpo import events as ev_mod
-from treegrpo.events import Kind, Status
+from treegrpo.advantages import dropped_reason
+from treegrpo.events import INFRASTRUCTURE, Kind, Status
 from treegrpo.runner._faults import restored_line
 from treegrpo.v1 import events_pb2 as pb
 
@@ -33,6 +34,7 @@ class Progress:
     started: float = field(default_factory=time.time)
     per_task: dict[str, TaskProgress] = field(default_factory=dict)
     groups_scored: int = 0
+    groups_dropped: int = 0  # too few siblings left after infrastructure faults: nothing to train
     learner_steps: int = 0
     groups_trained: int = 0
     groups_with_signal: int = 0
@@ -75,6 +77,7 @@ class Progress:
                 tp.round_best[b.round] = (b.oriented, b.test_metric)
         elif kind == Kind.GROUP_SCORED:
             self.groups_scored += 1
+            self.groups_dropped += bool(dropped_reason([m.status for m in b.members]))
         elif kind == Kind.LEARNER_STEPPED:
             self.learner_steps += 1
             self.groups_trained += len(b.sibling_groups)
@@ -114,14 +117,17 @@ class Progress:
             title=f"treegrpo — {elapsed:,.0f}s — learner steps {self.learner_steps} · "
             f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
             f"groups {self.groups_scored} scored, {self.groups_trained} trained, "
-            f"{self.groups_with_signal} with signal",
+            f"{self.groups_with_signal} with signal"
+            + (f", {self.groups_dropped} dropped (infrastructure)" if self.groups_dropped else ""),
             title_justify="left",
         )
-        for col in ("task", "round", "sampled", "graded", "ok", "crashed", "timeout", "other", "best"):
+        cols = ("task", "round", "sampled", "graded", "ok", "crashed", "timeout", "other", "infra", "best")
+        for col in cols:
             t.add_column(col, justify="right" if col != "task" else "left")
+        shown = (Status.OK, Status.CRASHED, Status.TIMEOUT, INFRASTRUCTURE)
         for name, tp in self.per_task.items():
             st = tp.statuses
-            other = sum(v for k, v in st.items() if k not in (Status.OK, Status.CRASHED, Status.TIMEOUT))
+            other = sum(v for k, v in st.items() if k not in shown)
             t.add_row(
                 name,
                 f"{tp.rounds_done}/{self.rounds} (r{tp.round_now})",
@@ -131,6 +137,7 @@ class Progress:
                 f"[red]{st[Status.CRASHED]}[/]",
                 f"[yellow]{st[Status.TIMEOUT]}[/]",
                 str(other),
+                f"[magenta]{st[INFRASTRUCTURE]}[/]" if st[INFRASTRUCTURE] else "0",
                 "—" if tp.best is None else f"{tp.best:.4g}",
             )
         if services:

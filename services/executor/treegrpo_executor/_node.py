@@ -131,7 +131,9 @@ def classify(
         status, exc = run.killed_for
         return Outcome(status=status, exc_type=exc, exec_time=exec_time, term_tail=term), notes
     if rc == SETUP_FAILED and "treegrpo sandbox setup failed" in setup_err:
-        raise SandboxError(setup_err.strip()[-500:])
+        # the launcher's own lines ("treegrpo elapsed ...") are bookkeeping, not the reason
+        said = [ln for ln in setup_err.strip().splitlines() if not ln.startswith("treegrpo elapsed")]
+        raise SandboxError("\n".join(said)[-500:])
     if rc == 128 + signal.SIGXCPU:
         return Outcome(status=TIMEOUT, exec_time=exec_time, term_tail=term), notes
     if rc != 0:

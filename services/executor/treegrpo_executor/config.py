@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import Section, ServiceSettings, treegrpo_home
+from treegrpo.config import InfraSettings, Section, ServiceSettings, treegrpo_home
 
 
 class Range(Section):
@@ -242,6 +242,10 @@ class ExecutorConfig(ServiceSettings):
     )
     skip_executed: bool = Field(
         default=True, description="On redelivery, do not re-run a node whose node.executed already exists"
+    )
+    infra: InfraSettings = Field(
+        default_factory=InfraSettings,
+        description="A node the sandbox, workspace or object store fails: retries, masking, stopping",
     )
     gate: GateSettings = Field(
         default_factory=GateSettings, description="Resource declaration ranges and defaults"

@@ -6,7 +6,10 @@ ack wait: running it again would share its workspace and record two outcomes), r
 run's RunSpec (cached) for `resource_gate`, judge the PEP 723 declaration, run the script on the
 backend, store the submission in `tg-submissions` at `<run>/<node>/submission.csv`, then publish
 the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
-A script's failure is a status; only our own failures (sandbox, object store) are retried.
+A script's failure is a status; our own failures (sandbox, workspace, object store) are retried
+`infra.attempts` times, then the node is recorded with status `infrastructure` (masked out of its
+group: treegrpo/infra.py), and `infra.fail_after` such nodes in a row stop the run: this executor
+cannot run scripts.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from opentelemetry import trace
 
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
 from treegrpo.config import RunSpec
-from treegrpo.events import Kind
+from treegrpo.events import INFRASTRUCTURE, Kind
+from treegrpo.infra import FaultStreak, retry_or_give_up
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_executor._gate import Declaration, parse_declaration
@@ -65,6 +69,7 @@ class ExecutorService(Service):
         self._specs: dict[str, RunSpec] = {}
         self._handling: set[asyncio.Task] = set()
         self._executing: dict[tuple[str, str], asyncio.Future] = {}  # (run, node) -> its one execution
+        self.streak = FaultStreak(config.infra.fail_after)  # nodes lost to our faults in a row
 
     def handlers(self):
         return {Kind.NODE_SAMPLED: self.on_node_sampled}
@@ -112,7 +117,7 @@ class ExecutorService(Service):
             return
         self._executing[key] = asyncio.get_running_loop().create_future()
         try:
-            await self._run_node(event, ns, run_id)
+            await self._run_node(ns, run_id, delivery)
         finally:
             self._executing.pop(key).set_result(None)
 
@@ -123,18 +128,21 @@ class ExecutorService(Service):
         if not await self.bus.last_event(run_id, Kind.NODE_EXECUTED, node_id):  # it failed on our side: retry
             raise TransientError(f"the running execution of {node_id} recorded no outcome", delay_s=1.0)
 
-    async def _run_node(self, event: pb.Event, ns: pb.NodeSampled, run_id: str) -> None:
+    async def _run_node(self, ns: pb.NodeSampled, run_id: str, delivery: Delivery) -> None:
         gate = (await self.run_spec(run_id)).resource_gate
         decl = parse_declaration(ns.code, self.cfg.gate) if gate else Declaration()
-        out = await self.execute(run_id, ns, decl)
-        key = ""
-        if out.submission is not None:
-            key = f"{run_id}/{ns.node_id}/submission.csv"
-            try:
-                await self.bus.put_object(SUBMISSIONS, key, out.submission)
-            except Exception as exc:  # the store is ours: retry the node rather than lose its result
-                raise TransientError(f"storing {key}: {type(exc).__name__}: {exc}", delay_s=2.0) from exc
+        try:
+            out, key = await self._execute_and_store(run_id, ns, decl)
+        except Exception as exc:  # ours, not the script's (cancellation is no Exception: it naks)
+            if self.stopping.is_set():  # killed by our own shutdown: it simply runs again later
+                raise TransientError(f"executor stopping while {ns.node_id} ran", 1.0) from exc
+            fault = retry_or_give_up(
+                delivery, self.cfg.infra.attempts, f"executing {ns.node_id}", exc, self.cfg.infra.retry_s
+            )
+            await self._record_fault(run_id, ns, decl, gate, fault, exc)
+            return
         await self.publish(run_id, executed_body(ns, out, decl, gate, key))
+        self.streak.ok()
         span = trace.get_current_span()
         span.set_attribute("treegrpo.node_id", ns.node_id)
         span.set_attribute("treegrpo.status", out.status)
@@ -148,6 +156,31 @@ class ExecutorService(Service):
             out.exec_time,
             out.where or "-",
         )
+
+    async def _execute_and_store(
+        self, run_id: str, ns: pb.NodeSampled, decl: Declaration
+    ) -> tuple[Outcome, str]:
+        out = await self.execute(run_id, ns, decl)
+        key = ""
+        if out.submission is not None:
+            key = f"{run_id}/{ns.node_id}/submission.csv"
+            try:
+                await self.bus.put_object(SUBMISSIONS, key, out.submission)
+            except Exception as exc:  # the store is ours: retry the node rather than lose its result
+                raise TransientError(f"storing {key}: {type(exc).__name__}: {exc}", delay_s=2.0) from exc
+        return out, key
+
+    async def _record_fault(
+        self, run_id: str, ns: pb.NodeSampled, decl: Declaration, gate: bool, fault: str, exc: Exception
+    ) -> None:
+        """The node's last attempt failed on our side: record it masked, and stop if nothing works."""
+        cause = exc.__cause__ if isinstance(exc, TransientError) and exc.__cause__ else exc
+        out = Outcome(status=INFRASTRUCTURE, exc_type=type(cause).__name__, term_tail=fault)
+        await self.publish(run_id, executed_body(ns, out, decl, gate, ""))
+        log.error("node %s masked as an infrastructure fault: %s", ns.node_id, fault)
+        self.note_error(fault)
+        if self.streak.fault(fault):
+            self.fail(self.streak.message("executor", "run scripts"))
 
     async def execute(self, run_id: str, ns: pb.NodeSampled, decl: Declaration) -> Outcome:
         if not ns.code.strip():
@@ -193,7 +226,7 @@ def executed_body(
         body.resources.CopyFrom(pb.Resources(**{k: float(v) for k, v in decl.resources.items()}))
     if gate and decl.miss_reason:
         body.decl_miss_reason = decl.miss_reason
-    if out.status != NO_CODE:
+    if out.status not in (NO_CODE, INFRASTRUCTURE):
         body.exec_timings.CopyFrom(
             pb.ExecTimings(**{k: round(v, 4) for k, v in dataclasses.asdict(out.timings).items()})
         )

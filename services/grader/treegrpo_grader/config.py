@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo.config import Section, ServiceSettings, treegrpo_home
+from treegrpo.config import InfraSettings, Section, ServiceSettings, treegrpo_home
 from treegrpo.events import FAILURE_STATUSES
 from treegrpo_grader.rewards import DEFAULT_PENALTY, Shaping
 
@@ -70,9 +70,14 @@ class GraderConfig(ServiceSettings):
         default="", description="Where submissions are downloaded to be graded; empty = a private temp folder"
     )
     unknown_task_retry_s: float = Field(
-        default=30.0,
+        default=5.0,
         gt=0,
-        description="Retry delay when a task's data or answers are missing (a config fix + restart recovers)",
+        description="Retry delay when a task's data or answers are missing; after `infra.attempts` "
+        "the node is masked as an infrastructure fault",
+    )
+    infra: InfraSettings = Field(
+        default_factory=InfraSettings,
+        description="Grading that fails on our side (answers, task data, store): retries, masking, stopping",
     )
     rewards: RewardSettings = Field(default_factory=RewardSettings, description="Reward shaping")
 

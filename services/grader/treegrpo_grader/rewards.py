@@ -1,6 +1,7 @@
 """Reward shaping: what each sibling of a group is worth to the learner. Pure functions.
 
     failed sibling (status != ok):  reward = penalty[status]           (default -0.5 each; -0.2 available)
+    masked sibling (infrastructure): reward = 0, no penalty: our side failed it (treegrpo/infra.py)
     valid sibling:                  reward = σ((o_i − ō) / τ)           in (0, 1)
 
 where o_i is the sibling's oriented score (higher is better), ō the mean oriented score of the
@@ -18,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from treegrpo.events import FAILURE_STATUSES, Status
+from treegrpo.events import FAILURE_STATUSES, INFRASTRUCTURE, Status
 
 DEFAULT_PENALTY = -0.5
 ALTERNATIVE_PENALTY = -0.2  # the seed's other fixed penalty (71 of 2309 failed nodes)
@@ -68,4 +69,11 @@ def group_rewards(members: Sequence[Member], shaping: Shaping) -> list[float]:
     """Rewards in the members' order. Deterministic: the same members give the same floats."""
     valid = [m.oriented for m in members if is_valid(m)]
     shaped = iter(valid_rewards(valid, shaping.temperature))  # type: ignore[arg-type]
-    return [next(shaped) if is_valid(m) else failure_penalty(m.status, shaping) for m in members]
+    return [
+        next(shaped)
+        if is_valid(m)
+        else 0.0
+        if m.status == INFRASTRUCTURE
+        else failure_penalty(m.status, shaping)
+        for m in members
+    ]

@@ -4,6 +4,11 @@ Per node: if the log already holds its `node.graded` (a redelivery after a crash
 otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded),
 publish, and then see whether the node completed its sibling group. Every step is idempotent and
 every fact has a deterministic id, so a crash anywhere just replays the same facts.
+
+Grading that fails on our side (answers or task data unreadable, the submission object lost from
+the store, a bug of ours) is retried `infra.attempts` times, then the node is recorded with status
+`infrastructure`: masked out of its group, never a penalty the policy did not earn
+(treegrpo/infra.py). `infra.fail_after` such nodes in a row stop the run.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
-from treegrpo.events import Kind, Status
+from treegrpo.events import INFRASTRUCTURE, Kind, Status
+from treegrpo.infra import FaultStreak, retry_or_give_up
 from treegrpo.service import HandlerFn, Service
 from treegrpo.tasks import (
     AnswersUnavailable,
@@ -53,7 +59,20 @@ def graded_from_executed(ex: pb.NodeExecuted) -> pb.NodeGraded:
     )
     if ex.HasField("parent_id"):
         body.parent_id = ex.parent_id
+    if ex.status == INFRASTRUCTURE:  # the executor's fault, not the policy's: masked, no failure
+        body.is_buggy, body.grade_error = False, ex.term_tail
     return body
+
+
+def masked(ex: pb.NodeExecuted, fault: str) -> pb.NodeGraded:
+    """A node our grading failed on: recorded with status `infrastructure` and why."""
+    body = graded_from_executed(ex)
+    body.status, body.is_buggy, body.grade_error = INFRASTRUCTURE, False, fault
+    return body
+
+
+class SubmissionLost(RuntimeError):
+    """The executor stored the submission (it says so), but the store does not have it: ours."""
 
 
 def apply_result(body: pb.NodeGraded, result: GradeResult) -> pb.NodeGraded:
@@ -77,6 +96,7 @@ class GraderService(Service):
         self.groups: GroupTracker | None = None
         self._scratch: Path | None = None
         self.graded = 0
+        self.streak = FaultStreak(config.infra.fail_after)  # nodes lost to our grading faults in a row
 
     def handlers(self) -> dict[str, HandlerFn]:
         return {Kind.NODE_EXECUTED: self.on_node_executed}
@@ -110,14 +130,38 @@ class GraderService(Service):
         if prior is not None:
             graded = prior.node_graded
         else:
-            graded = await self.grade(run_id, ex)
+            graded = await self._grade_or_mask(run_id, ex, delivery)
             await self.publish(run_id, graded)
             self.graded += 1
+            self._count(ex, graded)
         scored = await self.groups.on_graded(run_id, graded)
         if scored is not None:
             if not await self.groups.already_scored(run_id, scored.sibling_group):
                 await self.publish(run_id, scored)
             self.groups.mark_scored(run_id, scored.sibling_group)
+
+    async def _grade_or_mask(self, run_id: str, ex: pb.NodeExecuted, delivery: Delivery) -> pb.NodeGraded:
+        try:
+            return await self.grade(run_id, ex)
+        except Exception as exc:  # ours, not the submission's (cancellation is no Exception: it naks)
+            if self.stopping.is_set():  # our own shutdown: the node is graded again later
+                raise TransientError(f"grader stopping while grading {ex.node_id}", 1.0) from exc
+            delay = exc.delay_s if isinstance(exc, TransientError) else self.config.infra.retry_s
+            fault = retry_or_give_up(
+                delivery, self.config.infra.attempts, f"grading {ex.node_id}", exc, delay
+            )
+            log.error("node %s masked as an infrastructure fault: %s", ex.node_id, fault)
+            self.note_error(fault)
+            return masked(ex, fault)
+
+    def _count(self, ex: pb.NodeExecuted, graded: pb.NodeGraded) -> None:
+        """Our own grading faults in a row (the executor's are its to count) stop the run."""
+        if ex.status == INFRASTRUCTURE:
+            return
+        if graded.status != INFRASTRUCTURE:
+            self.streak.ok()
+        elif self.streak.fault(graded.grade_error):
+            self.fail(self.streak.message("grader", "grade submissions"))
 
     async def grade(self, run_id: str, ex: pb.NodeExecuted) -> pb.NodeGraded:
         body = graded_from_executed(ex)
@@ -134,16 +178,15 @@ class GraderService(Service):
 
     async def _grade_object(self, run_id: str, task: Task, ex: pb.NodeExecuted) -> GradeResult:
         assert self.bus is not None and self._scratch is not None
-        invalid = _invalid
         if not ex.submission_key:
-            return invalid("the executor reported status ok but stored no submission")
+            raise SubmissionLost("the executor reported status ok but stored no submission")
         size = await self.bus.object_size(SUBMISSIONS, ex.submission_key)
         if size is None:
-            return invalid(f"submission object {ex.submission_key!r} is missing from {SUBMISSIONS}")
+            raise SubmissionLost(f"submission object {ex.submission_key!r} is missing from {SUBMISSIONS}")
         try:
             check_size(size, self.config.max_submission_bytes)  # before any download
         except InvalidSubmission as exc:
-            return invalid(exc.reason)
+            return _invalid(exc.reason)
         path = self._scratch / f"{run_id}-{ex.node_id}.csv"
         try:
             await self.bus.get_object(SUBMISSIONS, ex.submission_key, dest=path)

@@ -44,9 +44,16 @@ class PendingGroup:
         return min((m.policy_version for m in self.members), default=0)
 
     def advantages(self, estimator: str) -> list[float]:
+        """Per member; 0 for members masked by infrastructure faults (treegrpo/advantages.py)."""
         return advantages.compute(
             estimator, [m.reward for m in self.members], [m.status for m in self.members]
         )
+
+    @property
+    def dropped(self) -> str:
+        """Why the group trains nothing ('' when it trains): too few siblings left after masking.
+        A dropped group still rides in its round's step, so the round completes and it is acked."""
+        return advantages.dropped_reason([m.status for m in self.members])
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 
+from treegrpo import advantages
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus, TransientError
 from treegrpo.config import RunSpec, treegrpo_home
@@ -158,7 +159,14 @@ class RunLearner:
                 raise step_fault(self.state.step + 1, f"group {g.group}: {exc}") from exc
             with_signal += any(a != 0.0 for a in adv)
             staleness.append(self.state.step - g.policy_version)
+            if g.dropped:
+                log.warning(
+                    "group %s (task %s round %d) trains nothing: %s", g.group, g.task, g.round, g.dropped
+                )
+                continue
             for m, a in zip(g.members, adv, strict=True):
+                if advantages.masked(m.status):
+                    continue  # no outcome of the policy's: our side failed it (treegrpo/infra.py)
                 if not m.prompt_ids or not m.response_ids:
                     continue  # nothing to condition on or to train (the sampler recorded no tokens)
                 check_advantage(self.state.step + 1, g.group, m.node_id, a)

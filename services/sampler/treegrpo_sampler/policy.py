@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass, field
 
 from treegrpo import events
+from treegrpo.advantages import masked
 from treegrpo.config import RunSpec
 from treegrpo.events import Status
 
@@ -118,6 +119,10 @@ def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansio
     scores = earlier_scored(rs, step)
     if scores is None:
         return None
+    # nodes our side failed to execute or grade have no outcome to debug or improve: never parents
+    scores = {nid: sc for nid, sc in scores.items() if not masked(sc.status)}
+    if not scores:  # every earlier node was masked: nothing to expand, so draft afresh
+        return Expansion(rs.task, rs.round, step, "draft", None, gid, missing)
     # a fixed order that does not depend on the run id, so the draw depends only on the tree and seed
     where = positions(rs)
     ordered = sorted(scores.items(), key=lambda kv: (where.get(kv[0], (step, 0)), kv[0]))
