@@ -12,6 +12,8 @@ import math
 import re
 
 from treegrpo.bus import PermanentError
+from treegrpo.finite import nonfinite_in_tensors
+from treegrpo_learner._checkpoint import NonFiniteWeights
 
 FLOAT32_MAX = 3.4028234663852886e38
 # torch's words for a numeric fault: "value cannot be converted to type float without overflow",
@@ -44,3 +46,16 @@ def check_advantage(step: int, group: str, node_id: str, value: float) -> None:
     """An advantage no float32 holds overflows inside the step (on whichever rank trains it)."""
     if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
         raise step_fault(step, f"the advantage {value:g} of node {node_id} in group {group} is not a float32")
+
+
+def check_finite(step: int, metrics: dict, model) -> None:
+    """A NaN/inf loss or weight is never saved or published: the step stops here with a reason
+    (the same batch from the same weights would give the same values, so it is not retried)."""
+    bad = {k: v for k, v in metrics.items() if not math.isfinite(float(v))}
+    params = nonfinite_in_tensors(p for p in model.parameters() if p.requires_grad)
+    if bad or params:
+        raise NonFiniteWeights(
+            f"step {step}: non-finite "
+            f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
+            f"{f'{params} adapter values' if params else ''}; nothing saved or published"
+        )

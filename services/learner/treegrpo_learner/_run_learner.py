@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,13 +16,12 @@ from treegrpo import events as ev_mod
 from treegrpo.bus import Bus, TransientError
 from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.events import Kind
-from treegrpo.finite import nonfinite_in_tensors
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
 from treegrpo_learner import _restore
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member
 from treegrpo_learner._model import load_base, wrap_lora
-from treegrpo_learner._numeric import check_advantage, numeric_fault, step_fault
+from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Publisher, write_archive
 from treegrpo_learner._telemetry import phase_spans, step_context
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
@@ -248,20 +246,8 @@ class RunLearner:
             if cause:
                 raise step_fault(self.state.step + 1, cause) from exc
             raise
-        await asyncio.to_thread(self.check_finite, out.metrics)
+        await asyncio.to_thread(check_finite, self.state.step + 1, out.metrics, self.model)
         return out
-
-    def check_finite(self, metrics: dict) -> None:
-        """A NaN/inf loss or weight is never saved or published: the step stops here with a reason
-        (the same batch from the same weights would give the same values, so it is not retried)."""
-        bad = {k: v for k, v in metrics.items() if not math.isfinite(float(v))}
-        params = nonfinite_in_tensors(p for p in self.model.parameters() if p.requires_grad)
-        if bad or params:
-            raise ckpt.NonFiniteWeights(
-                f"step {self.state.step + 1}: non-finite "
-                f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
-                f"{f'{params} adapter values' if params else ''}; nothing saved or published"
-            )
 
     def advance(self, batch: Batch) -> None:
         self.state.step += 1
