@@ -36,6 +36,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (KINDS.md)
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
@@ -91,6 +92,15 @@ def log(msg: str) -> None:
 
 
 def build_model(shape: str, device: torch.device, tiny: bool, checkpointing: bool):
+    if shape == "27b-hybrid":  # Qwen3.6-27B's real shape (benchmarks/_hybrid_models.py)
+        from types import SimpleNamespace
+
+        from _hybrid_models import build
+
+        model, n, cfg = build(
+            "tiny" if tiny else "qwen36-27b", str(device), SimpleNamespace(**LORA), checkpointing
+        )
+        return model, n, cfg.vocab_size
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from treegrpo_learner._attention import register
@@ -154,6 +164,17 @@ def measure(trainer, batch, steps: int, device: torch.device) -> dict:
     return {"step_s": statistics.median(times), "times": times, "peak_gib": peak, "loss": loss}
 
 
+def _hybrid_mfu(trainer, model, n: int, batch, row: dict) -> float:
+    """MFU counted as benchmarks/_hybrid_models.py does (6N plus full-attention FLOPs), per GPU."""
+    from _hybrid_models import layout_work, step_flops
+
+    from treegrpo_learner._packing import SeqSpec
+
+    seqs = [SeqSpec(s.prompt_ids, s.response_ids) for s in batch]
+    tokens, pairs = layout_work(trainer._share(seqs, list(range(len(seqs))))[1])
+    return step_flops(model.config, n, tokens, pairs) / row["step_s"] / PEAK
+
+
 def phase_main(rank: int, world: int, job: dict, port: int, result: str) -> None:
     """One rank of one phase: build, shard (unless the baseline), time each batch, rank 0 writes."""
     import torch.distributed as dist
@@ -198,6 +219,11 @@ def phase_main(rank: int, world: int, job: dict, port: int, result: str) -> None
                 row["tokens_per_s"] = row["tokens"] / row["step_s"]
                 row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / world
                 row["mfu_6n"] = 6 * n * row["tokens_per_s_per_gpu"] / PEAK
+                row["gdn_backend"] = trainer.policy.gdn_backend
+                if job["shape"] == "27b-hybrid":  # plus the full-attention layers' FLOPs
+                    row["mfu"] = _hybrid_mfu(
+                        trainer, model, n, make_samples(total, length, vocab, length), row
+                    )
             except torch.OutOfMemoryError as exc:
                 row.update(
                     error="OOM",
@@ -280,16 +306,16 @@ def plan(args) -> list[tuple[dict, int]]:
                 args.gpus,
             )
         )
-    if "27b" in args.parts:
+    for part in [p for p in args.parts if p.startswith("27b")]:
         jobs.append(
             (
                 {
                     **common,
-                    "name": f"27b-fsdp-w{args.gpus}",
-                    "shape": "27b",
+                    "name": f"{part}-fsdp-w{args.gpus}",
+                    "shape": part,
                     "sharded": True,
                     "per_gpu": False,
-                    "batches": [(8, 8192 // scale), (4, 16384 // scale)],
+                    "batches": [(int(c), int(n) // scale) for c, n in (x.split("x") for x in args.sizes_27b)],
                     "budget": args.budget_27b // scale,
                     "checkpointing": True,
                     "steps": args.steps_27b,
@@ -306,7 +332,8 @@ def main() -> None:
     ap.add_argument(
         "--gpus", type=int, default=0, help="ranks of the sharded phases; 0 = every GPU (2 on the CPU)"
     )
-    ap.add_argument("--parts", nargs="+", default=["8b", "27b"], choices=["8b", "27b"])
+    ap.add_argument("--parts", nargs="+", default=["8b", "27b"], choices=["8b", "27b", "27b-hybrid"])
+    ap.add_argument("--sizes-27b", nargs="+", default=["8x8192", "4x16384"], help="27B batches per step")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per 8B batch (after one warm-up)")
     ap.add_argument("--steps-27b", type=int, default=2, help="timed steps per 27B-class batch")
     ap.add_argument(

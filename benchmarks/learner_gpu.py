@@ -189,7 +189,6 @@ def check_correctness(model, vocab: int) -> dict:
     seqs = [SeqSpec(s.prompt_ids, s.response_ids) for s in samples]
     ours = tr.logprobs(seqs)
     tr.budget = 1  # one sequence per micro-batch: what packing must reproduce
-    tr.packed = True
     alone = tr.logprobs(seqs)
     pack_err = max(float((a - b).abs().max()) for a, b in zip(ours, alone, strict=True))
     errs, means = [], []
@@ -210,7 +209,7 @@ def check_correctness(model, vocab: int) -> dict:
 
 
 def run_part(args) -> None:
-    from treegrpo_learner._attention import _varlen, packing_is_exact
+    from treegrpo_learner._attention import _varlen
 
     env = {
         "name": "env",
@@ -232,13 +231,12 @@ def run_part(args) -> None:
     log(json.dumps(env))
     model, n, cfg = build(args.part)
     vocab = cfg.vocab_size
-    log(f"{args.part}: N = {n / 1e9:.3f} B parameters, packing exact: {packing_is_exact(model)}")
+    log(f"{args.part}: N = {n / 1e9:.3f} B parameters")
     RESULTS.append(
         {
             "name": "model",
             "part": args.part,
             "n_params": n,
-            "packing_exact": packing_is_exact(model),
             "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
         }
     )

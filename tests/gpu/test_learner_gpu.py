@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -9,7 +11,11 @@ from treegrpo_learner._logprobs import chunked_logprobs, full_logprobs
 from treegrpo_learner._model import tiny_qwen3, wrap_lora
 from treegrpo_learner._packing import SeqSpec
 from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
-from treegrpo_learner.config import LoraSettings
+
+
+def LoraSettings(r: int, alpha: float):  # noqa: N802 - the config's shape, without pydantic (not on the GPU image)
+    return SimpleNamespace(r=r, alpha=alpha, dropout=0.0, target_modules="all-linear")
+
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

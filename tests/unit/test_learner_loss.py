@@ -87,7 +87,8 @@ def test_packing_respects_the_budget_and_restarts_positions():
     assert sorted(i for b in bins for i in b) == [0, 1, 2, 3]
     assert all(sum(seqs[i].length for i in b) <= 8 for b in bins if len(b) > 1)
     for mb in pack(seqs, 8):
-        cu = mb.cu_seqlens.tolist()
+        cu = mb.layout.cu("all")[1]
+        assert not mb.layout.has_children  # no two prompts are equal: every sequence is a root
         for s, e in zip(cu[:-1], cu[1:], strict=True):
             assert mb.position_ids[0, s:e].tolist() == list(range(e - s))
         assert (
@@ -110,45 +111,3 @@ def test_packed_logprobs_equal_each_sequence_run_alone():
                 .squeeze(1)
             )
             assert torch.allclose(alone, lp, atol=1e-5)
-
-
-def test_padded_rows_fallback_matches_packing_and_qwen35_without_fla_uses_it():
-    from types import SimpleNamespace
-
-    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
-
-    seqs = [SeqSpec((1, 2, 3), (4, 5, 6, 7)), SeqSpec((9, 8), (7, 6, 5, 4, 3)), SeqSpec((11,), (12,))]
-    model = wrap_lora(tiny_qwen3(seed=2), LoraSettings(r=4, alpha=4))
-    packed = PolicyTrainer(model, TrainerSettings())
-    rows = PolicyTrainer(model, TrainerSettings(micro_batch_tokens=16))
-    rows.packed = False
-    for a, b in zip(packed.logprobs(seqs), rows.logprobs(seqs), strict=True):
-        assert torch.allclose(a, b, atol=1e-5)
-    cfg = Qwen3_5TextConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        vocab_size=40,
-        head_dim=16,
-        linear_num_key_heads=1,
-        linear_num_value_heads=2,
-        linear_key_head_dim=8,
-        linear_value_head_dim=8,
-        layer_types=["linear_attention", "full_attention"],
-    )
-    cfg._attn_implementation = "tg_packed"
-    torch.manual_seed(0)
-    q35 = wrap_lora(
-        Qwen3_5ForCausalLM(cfg), SimpleNamespace(r=4, alpha=4, dropout=0.0, target_modules="all-linear")
-    )
-    trainer = PolicyTrainer(q35, TrainerSettings())
-    assert not trainer.packed  # no flash-linear-attention here: the recurrence would cross sequences
-    with torch.no_grad():
-        for s, lp in zip(seqs, trainer.logprobs(seqs), strict=True):
-            ids = torch.tensor([list(s.prompt_ids) + list(s.response_ids)])
-            alone = torch.log_softmax(q35(input_ids=ids).logits[0].float(), -1)[len(s.prompt_ids) - 1 : -1]
-            assert torch.allclose(
-                alone.gather(1, torch.tensor(s.response_ids)[:, None]).squeeze(1), lp, atol=1e-5
-            )

@@ -92,7 +92,7 @@ def sum_over_ranks(value: float, ranks: Ranks) -> float:
 
 def dummy() -> MicroBatch:
     """The smallest micro-batch (one prompt token, one response token), trained with weight zero."""
-    return build([SeqSpec((0,), (0,))], [0])
+    return build([SeqSpec((0,), (0,))], [[0]])
 
 
 def shard(policy: torch.nn.Module, decoder: torch.nn.Module, ranks: Ranks) -> None:

@@ -24,9 +24,11 @@ class _ChunkedLogprob(torch.autograd.Function):
             z = torch.logsumexp(logits, dim=-1)
             lse[s:e] = z
             logp[s:e] = logits.gather(1, targets[s:e, None]).squeeze(1) - z
-            probs = torch.softmax(logits, dim=-1)
-            entropy[s:e] = z - (probs * logits).sum(-1)
-            del logits, probs
+            logq = logits.sub_(z[:, None])  # in place: one [chunk, vocab] float32 tensor, not three
+            # entropy = -sum p log p, the product taken in place of p (elementwise: autocast
+            # leaves it in float32, where a matmul form would be cast down to bf16)
+            entropy[s:e] = -logq.exp().mul_(logq).sum(-1)
+            del logits, logq
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk = chunk
         ctx.mark_non_differentiable(entropy)
@@ -41,16 +43,15 @@ class _ChunkedLogprob(torch.autograd.Function):
         n, chunk = hidden.shape[0], ctx.chunk
         for s in range(0, n, chunk):
             e = min(n, s + chunk)
-            logits = (hidden[s:e] @ weight.t()).float()
-            # d logp_y / d logits = onehot(y) - softmax(logits)
-            g = torch.exp(logits - lse[s:e, None]).mul_(-grad_logp[s:e, None])
+            # d logp_y / d logits = onehot(y) - softmax(logits), built in place of the logits
+            g = (hidden[s:e] @ weight.t()).float().sub_(lse[s:e, None]).exp_().mul_(-grad_logp[s:e, None])
             g.scatter_add_(1, targets[s:e, None], grad_logp[s:e, None].float())
             g = g.to(hidden.dtype)
             if need_h:
                 grad_h[s:e] = g @ weight
             if need_w:
                 grad_w += (g.t() @ hidden[s:e]).float()
-            del logits, g
+            del g
         return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None
 
 

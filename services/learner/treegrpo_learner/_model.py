@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from treegrpo_learner._attention import register as register_packed_attention
+from treegrpo_learner._gdn import install as install_gdn
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -75,16 +76,18 @@ class PackedPolicy(torch.nn.Module):
     """Decoder stack + chunked LM head as one module: what a step calls per micro-batch. Sharded
     with FSDP, its forward is the root unit that gathers embeddings, final norm and LM head."""
 
-    def __init__(self, model):
+    def __init__(self, model, gdn_backend: str = "auto"):
         super().__init__()
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.decoder, _ = parts(model)
         self.head = base.lm_head
+        # linear-attention layers (Qwen3.5/3.6) learn the packed layout; None for other models
+        self.gdn_backend = install_gdn(model, gdn_backend)
 
-    def forward(self, input_ids, position_ids, rows, targets, chunk: int, **varlen):
+    def forward(self, input_ids, position_ids, rows, targets, chunk: int, layout):
         from treegrpo_learner._logprobs import chunked_logprobs
 
-        out = self.decoder(input_ids=input_ids, position_ids=position_ids, use_cache=False, **varlen)
+        out = self.decoder(input_ids=input_ids, position_ids=position_ids, use_cache=False, tg_layout=layout)
         flat = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])
         return chunked_logprobs(flat.index_select(0, rows), self.head.weight, targets, chunk)
 
@@ -124,6 +127,42 @@ def tiny_qwen3(
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg).to(dtype)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def tiny_qwen35(
+    vocab: int = 64,
+    hidden: int = 32,
+    layer_types: tuple[str, ...] = ("linear_attention", "full_attention", "linear_attention"),
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+):
+    """A random-weight Qwen3.5-shaped hybrid (Gated DeltaNet + gated full attention, partial rotary,
+    grouped value heads) for tests and the CPU benchmark."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    register_packed_attention()
+    cfg = Qwen3_5TextConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=len(layer_types),
+        layer_types=list(layer_types),
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        tie_word_embeddings=False,
+        use_cache=False,
+    )
+    cfg._attn_implementation = "tg_packed"
+    torch.manual_seed(seed)
+    model = Qwen3_5ForCausalLM(cfg).to(dtype)
     for p in model.parameters():
         p.requires_grad_(False)
     return model

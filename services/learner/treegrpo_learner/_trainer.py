@@ -21,10 +21,9 @@ import torch
 import torch.distributed as dist
 
 from treegrpo_learner import _distributed as dd
-from treegrpo_learner._attention import packing_is_exact
 from treegrpo_learner._loss import LossSettings, policy_loss, token_weights
 from treegrpo_learner._model import PackedPolicy, adapter_disabled
-from treegrpo_learner._packing import MicroBatch, SeqSpec, pack, pack_rows, plan, plan_rows
+from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,8 @@ class TrainerSettings:
     micro_batch_tokens: int = 16384
     logprob_chunk_tokens: int = 2048
     max_response_tokens: int = 0
+    share_prompts: bool = True
+    gdn_backend: str = "auto"
     device: str = "cpu"
     dtype: str = "float32"
 
@@ -89,7 +90,7 @@ class PolicyTrainer:
         self.model, self.cfg, self.ranks = model, cfg, ranks
         self.device = ranks.device if ranks is not None else torch.device(cfg.device)
         self.world = ranks.world if ranks is not None else 1
-        self.policy = PackedPolicy(model)
+        self.policy = PackedPolicy(model, cfg.gdn_backend)
         if ranks is not None:
             dd.shard(self.policy, self.policy.decoder, ranks)
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -103,8 +104,6 @@ class PolicyTrainer:
         )
         self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
-        # padded rows (one sequence each) where packed sequences would leak state into each other
-        self.packed = packing_is_exact(model)
         self.budget = cfg.micro_batch_tokens
         if self.autocast:
             _keep_input_dtype(model)
@@ -117,36 +116,29 @@ class PolicyTrainer:
 
     def forward(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, entropy) of every response token of a packed micro-batch, in row order."""
-        varlen = (
-            {}
-            if mb.cu_seqlens is None
-            else {
-                "cu_seq_lens_q": mb.cu_seqlens,
-                "cu_seq_lens_k": mb.cu_seqlens,
-                "max_length_q": mb.max_len,
-                "max_length_k": mb.max_len,
-            }
-        )
         with self._amp():
             return self.policy(
-                mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens, **varlen
+                mb.input_ids, mb.position_ids, mb.rows, mb.targets, self.cfg.logprob_chunk_tokens, mb.layout
             )
-
-    def _pack(self, seqs: Sequence[SeqSpec]) -> list[MicroBatch]:
-        return pack(seqs, self.budget) if self.packed else pack_rows(seqs, self.budget)
 
     def _share(
         self, seqs: Sequence[SeqSpec], indices: list[int]
     ) -> tuple[list[int], list[MicroBatch | None]]:
-        """(this rank's indices, its micro-batches); with N ranks the indices are balanced by tokens
-        and `None` pads to the largest rank's micro-batch count (a zero-weight dummy pass)."""
-        if self.world == 1:
-            return indices, list(self._pack([seqs[i] for i in indices]))
-        mine, most = dd.my_share(
-            [seqs[i].length for i in indices], self.ranks, plan if self.packed else plan_rows, self.budget
-        )
-        mine = [indices[k] for k in mine]
-        mbs: list[MicroBatch | None] = list(self._pack([seqs[i] for i in mine])) if mine else []
+        """(this rank's indices, its micro-batches). Siblings sharing a prompt form one packing
+        unit; with N ranks the units are balanced by tokens and `None` pads to the largest rank's
+        micro-batch count (a zero-weight dummy pass)."""
+        us = units(seqs, indices, self.budget, self.cfg.share_prompts)
+        lengths = [unit_length(seqs, u) for u in us]
+        most = 0
+        if self.world > 1:
+            share, most = dd.my_share(lengths, self.ranks, plan, self.budget)
+            us, lengths = [us[k] for k in share], [lengths[k] for k in share]
+        mine = [i for u in us for i in u]
+        local = {i: k for k, i in enumerate(mine)}  # micro-batch samples index `mine`
+        sub = [seqs[i] for i in mine]
+        mbs: list[MicroBatch | None] = [
+            build(sub, [[local[i] for i in us[b]] for b in members]) for members in plan(lengths, self.budget)
+        ]
         return mine, mbs + [None] * (most - len(mbs))
 
     def sync(self) -> None:

@@ -92,6 +92,15 @@ class LearnerConfig(ServiceSettings):
     max_response_tokens: int = Field(
         default=0, ge=0, description="Truncate responses to this many tokens for training; 0 keeps all"
     )
+    share_prompts: bool = Field(
+        default=True,
+        description="Siblings with the same prompt compute it once per micro-batch (exact; docs/LEARNER.md)",
+    )
+    gdn_backend: Literal["auto", "fla", "torch"] = Field(
+        default="auto",
+        description="Gated DeltaNet kernels (Qwen3.5/3.6): auto = flash-linear-attention on CUDA when it "
+        "imports, else transformers' torch reference",
+    )
     device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1 (one rank; see devices)")
     devices: list[str] = Field(
         default_factory=list,
