@@ -29,6 +29,7 @@ class Kind(StrEnum):
     # the one wire string that is not a past participle: subjects, event ids (Nats-Msg-Id) and
     # NATS permissions of every stored stream use it, so it stays (docs/CONTRACTS.md, "Names")
     LEARNER_STEPPED = "learner.step"
+    LEARNER_RESTORED = "learner.restored"
     POLICY_PUBLISHED = "policy.published"
     POLICY_LOADED = "policy.loaded"
     DEAD_LETTERED = "dead.lettered"

@@ -52,6 +52,9 @@ TOPOLOGY: dict[Kind, Route] = {
     Kind.NODE_GRADED: _route({GRADER}, set(), "a node's final status and score"),
     Kind.GROUP_SCORED: _route({GRADER}, {SAMPLER, LEARNER}, "every sibling of a group is graded: rewards"),
     Kind.LEARNER_STEPPED: _route({LEARNER}, set(), "one training step: timings and metrics"),
+    Kind.LEARNER_RESTORED: _route(
+        {LEARNER}, set(), "the learner reopened a trained run: where its weights came from, what was lost"
+    ),
     Kind.POLICY_PUBLISHED: _route({LEARNER}, {SAMPLER}, "a new policy version's adapter is stored"),
     Kind.POLICY_LOADED: _route({SAMPLER}, set(), "a sampler serves a policy version now"),
     Kind.DEAD_LETTERED: _route({CONSUMER}, set(), "a message no handler could process (dead-letter stream)"),

@@ -36,6 +36,7 @@ __all__ = [
     "check_token",
     "decode",
     "default_key",
+    "describe_restored",
     "encode",
     "event_id",
     "group_id",
@@ -134,6 +135,8 @@ def default_key(body) -> tuple | str | None:
         return (str(body.version), body.sampler_id)
     if name in ("RunEnded", "RunResumed"):
         return str(body.attempt)
+    if name == "LearnerRestored":  # a version can be restored more than once (crash after crash)
+        return (str(body.version), str(body.restore))
     if name == "DeadLettered":
         return (body.consumer, str(body.stream_seq))
     return None
@@ -199,3 +202,19 @@ def node_id(run_id: str, task: str, round_: int, step: int, index: int) -> str:
 
 def group_id(run_id: str, task: str, round_: int, step: int) -> str:
     return short_hash("group", run_id, task, round_, step)
+
+
+def describe_restored(fact: pb.LearnerRestored) -> str:
+    """A `learner.restored` fact in one line (the learner's log, the runner's screen, `tail`)."""
+    source = {
+        "checkpoint": f"checkpoint {fact.checkpoint}",
+        "published": f"published adapter v{fact.adapter_version} (sha256 {fact.adapter_sha256[:12]}…)",
+    }.get(fact.weights_from, "the base weights")
+    text = f"learner restored version {fact.version} from {source}"
+    if fact.replayed_steps:
+        text += f" + {fact.replayed_steps} step(s) re-trained from the log"
+    if fact.skipped:
+        text += "; skipped: " + "; ".join(fact.skipped)
+    if fact.lost:
+        text += "; lost: " + "; ".join(fact.lost)
+    return text

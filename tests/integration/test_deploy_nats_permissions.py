@@ -116,7 +116,11 @@ def produced(user: str) -> list[pb.Event]:
             pb.NodeGraded(node_id="n1", task="t", round=1, status="ok"),
             pb.GroupScored(sibling_group="g1"),
         ],
-        "learner": [pb.LearnerStepped(step=1), pb.PolicyPublished(version=1, adapter_key="r1/v1.tar")],
+        "learner": [
+            pb.LearnerStepped(step=1),
+            pb.LearnerRestored(version=1, restore=1),
+            pb.PolicyPublished(version=1, adapter_key="r1/v1.tar"),
+        ],
     }[user]
     return [ev.make_event(RUN, f"{user}/test", b) for b in bodies]
 

@@ -1,8 +1,10 @@
 """A damaged checkpoint on disk, found by a restarted learner process (real processes, real files):
 the damaged newest one is reported and skipped, training continues from the one before it with
-every group trained exactly once; with no good checkpoint left the learner stops at once with a
-permanent exit and the reason, instead of failing the same way at every restart. A learner whose
-step goes non-finite stops with the reason and publishes nothing."""
+every group trained exactly once; with nothing left to rebuild the state from (no checkpoint, no
+published adapter that verifies, a recorded step's facts gone from the log) the learner stops at
+once with a permanent exit and the reason, instead of failing the same way at every restart. A
+learner whose step goes non-finite or overflows stops with the step and the cause and publishes
+nothing of that step."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
+from treegrpo import events as ev
+from treegrpo.bus import ADAPTERS, STREAM
 from treegrpo.events import Kind
 from treegrpo.service import EXIT_PERMANENT
 from treegrpo_learner import _checkpoint as ckpt
@@ -73,7 +77,9 @@ def overwrite_values(f: Path) -> None:
     f.write_bytes(bytes(data))
 
 
-async def test_damaged_newest_checkpoint_falls_back_and_none_good_stops_for_good(bus, nats_server, tmp_path):
+async def test_damaged_newest_checkpoint_falls_back_and_with_nothing_to_rebuild_from_stops_for_good(
+    bus, nats_server, tmp_path
+):
     model = save_tiny(tmp_path / "model")
     await start_run(bus, run_spec("ck1", ["t"], expansions=6, group_size=3, max_staleness=50))
     groups = [await scored_group(bus, "ck1", "t", 1, step, [1.0, 0.0, 0.5]) for step in range(3)]
@@ -94,13 +100,18 @@ async def test_damaged_newest_checkpoint_falls_back_and_none_good_stops_for_good
     finally:
         stop(second)
     log = (tmp_path / "second.log").read_text()
-    assert "damaged checkpoint skipped: step_000003" in log, log[-3000:]
+    assert "skipped: step_000003: adapter/adapter_model.safetensors does not match" in log, log[-3000:]
     assert sorted(g for s in steps for g in s.sibling_groups) == sorted(groups)  # each exactly once
     assert [s.step for s in steps] == list(range(1, 7))
 
-    for path in (tmp_path / "ckpt").glob("step_*"):  # every checkpoint left is damaged now
+    for path in (tmp_path / "ckpt").glob("step_*"):  # every checkpoint left is damaged now,
         f = path / "adapter" / "adapter_model.safetensors"
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    store = await bus.js.object_store(ADAPTERS)
+    for v in range(1, 7):  # no published adapter is left,
+        await store.delete(f"ck1/v{v}.tar")
+    gone = ev.node_id("ck1", "t", 1, 4, 1)  # and a node of step 5's group is gone from the log
+    await bus.js.purge_stream(STREAM, subject=ev.subject("ck1", Kind.NODE_SAMPLED, gone))
     started = time.monotonic()
     third = spawn(nats_server.url, model, tmp_path, "third.log", "ck1")
     try:
@@ -110,7 +121,8 @@ async def test_damaged_newest_checkpoint_falls_back_and_none_good_stops_for_good
             third.kill()
     log = (tmp_path / "third.log").read_text()
     assert code == EXIT_PERMANENT, log[-3000:]
-    assert "no checkpoint under" in log and "verifies" in log
+    assert "cannot rebuild version 5: no checkpoint or published adapter of it verifies, and a " in log
+    assert f"node.sampled of its group {groups[4]} is gone from the log" in log
     assert time.monotonic() - started < 120
 
 
@@ -160,3 +172,33 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
     ]
     assert [s.step for s in await learner_steps(bus, "nf1")] == published == [1]
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("step_*")) == ["step_000001"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "rewards", "cause"),
+    [
+        ({"lr": 1e39}, [1.0, 0.0, 0.5], "value cannot be converted to type float without overflow"),
+        ({"estimator": "rloo"}, [3e38, -3e38, 0.0], "is not a float32"),
+    ],
+    ids=["lr-beyond-float32", "advantage-beyond-float32"],
+)
+async def test_an_overflowing_step_stops_the_learner_for_good_with_the_step_and_the_cause(
+    bus, nats_server, tmp_path, settings, rewards, cause
+):
+    model = save_tiny(tmp_path / "model")
+    await start_run(bus, run_spec("ov1", ["t"], expansions=2, group_size=3, max_staleness=50))
+    await scored_group(bus, "ov1", "t", 1, 0, rewards)
+    started = time.monotonic()
+    proc = spawn(nats_server.url, model, tmp_path, "ov.log", "ov1", **settings)
+    try:
+        code = proc.wait(150)  # today's loop (reopen, retry, overflow again) never exits
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "ov.log").read_text()
+    assert code == EXIT_PERMANENT, log[-3000:]
+    assert "learner: step 1 overflowed (" in log and cause in log, log[-3000:]
+    assert "reopening" not in log  # stopped at the first overflow, not retried
+    assert time.monotonic() - started < 150
+    assert await learner_steps(bus, "ov1") == []
+    assert [e async for _s, e in bus.replay("ov1", kinds=[Kind.POLICY_PUBLISHED])] == []

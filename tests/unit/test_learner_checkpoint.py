@@ -81,13 +81,13 @@ def test_values_are_checked_even_when_the_manifest_agrees(tmp_path):
     assert "non-finite" in damaged[0]
 
 
-def test_no_good_checkpoint_is_a_permanent_error_naming_each_problem(tmp_path):
+def test_no_good_checkpoint_is_none_with_each_problem_named_for_the_rebuild_from_the_log(tmp_path):
     root, _ = saved(tmp_path)
     for step in (1, 2):
         adapter_file(root, step).write_bytes(b"\x00" * 10)
-    with pytest.raises(ckpt.CheckpointError) as err:
-        ckpt.newest_good(root)
-    assert "step_000001" in err.value.reason and "step_000002" in err.value.reason
+    path, damaged = ckpt.newest_good(root)
+    assert path is None
+    assert [d.split(":")[0] for d in damaged] == ["step_000002", "step_000001"]
 
 
 def test_no_checkpoint_at_all_is_a_fresh_start_not_an_error(tmp_path):

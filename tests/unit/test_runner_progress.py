@@ -48,3 +48,25 @@ def test_masked_nodes_and_dropped_groups_are_counted_apart_on_screen():
     names = [c.strip() for c in header.split("┃")[1:-1]]
     assert dict(zip(names, cells, strict=True))["infra"] == "2"
     assert dict(zip(names, cells, strict=True))["other"] == "0"
+
+
+def test_a_learner_restore_that_lost_state_is_one_screen_line_and_a_clean_one_or_a_past_one_is_none():
+    p = Progress(tasks=["t"], rounds=2, train=True)
+    lost = pb.LearnerRestored(
+        version=3,
+        weights_from="published",
+        adapter_version=3,
+        adapter_sha256="ab" * 32,
+        skipped=["step_000003: trainer.pt has 10 bytes, the manifest says 20 (truncated?)"],
+        lost=["optimizer state (AdamW moments, RNG): reset at version 3"],
+        restore=1,
+    )
+    clean = pb.LearnerRestored(version=4, weights_from="checkpoint", checkpoint="step_000004", restore=2)
+    past = pb.LearnerRestored(version=1, weights_from="replay", lost=["x"], restore=3)
+    for body, at in ((lost, None), (clean, None), (past, p.started - 60)):
+        p.apply(ev.make_event("r", "learner", body, at=at))
+    (line,) = p.take_notices()
+    assert line.startswith("learner restored version 3 from published adapter v3 (sha256 abababababab…)")
+    assert "skipped: step_000003: trainer.pt has 10 bytes" in line
+    assert "lost: optimizer state (AdamW moments, RNG): reset at version 3" in line
+    assert p.take_notices() == []  # shown once

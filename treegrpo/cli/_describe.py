@@ -58,6 +58,8 @@ def describe(event: pb.Event) -> tuple[str, str]:
         best = _metric(b.best_test_metric if b.HasField("best_test_metric") else None)
         extra = f" {b.valid}/{b.nodes} valid, best={best}" if b.nodes else " complete"
         return "bold", f"{b.task} round {b.round}{extra}"
+    if kind == Kind.LEARNER_RESTORED:
+        return ("bold yellow" if b.lost or b.skipped else "magenta"), ev_mod.describe_restored(b)
     if kind == Kind.POLICY_PUBLISHED:
         return "bold green", f"v{b.version} {b.bytes / 1e6:.1f} MB sha256 {b.sha256[:12]}"
     if kind == Kind.POLICY_LOADED:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
 from treegrpo.findings import (
     Finding,
@@ -29,6 +30,7 @@ from treegrpo.findings import (
 )
 from treegrpo.health import Heartbeat
 from treegrpo.runner._nats import NatsHandle
+from treegrpo.v1 import events_pb2 as pb
 
 
 class FaultWatch:
@@ -90,3 +92,11 @@ class FaultWatch:
     @property
     def lines(self) -> list[str]:
         return [self._line(f) for f in self.active.values()]
+
+
+def restored_line(fact: pb.LearnerRestored) -> str:
+    """A learner restore that skipped a damaged copy or lost state ('' for a clean one): the run
+    goes on, but the user should know its optimizer state was reset or its steps re-trained."""
+    if not (fact.skipped or fact.lost):
+        return ""
+    return f'{ev_mod.describe_restored(fact)} (docs/LEARNER.md, "Restoring")'

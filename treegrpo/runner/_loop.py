@@ -99,6 +99,8 @@ class Loop:
         """Print what began or cleared since the last turn; redraw the table with what lasts."""
         for note in [*self.nats.check(), *self.sup.check(), *self.sup.error_notes(), *self.faults.check()]:
             self.console.print(f"[yellow]{note}[/]", soft_wrap=True)
+        for note in self.progress.take_notices():  # one-off facts: a learner restore that lost state
+            self.console.print(f"[yellow]{note}[/]", soft_wrap=True)
         live.update(self.progress.table(self.services(), self.faults.lines))
 
     async def decide(self, deadline: float) -> tuple[str, str] | None:

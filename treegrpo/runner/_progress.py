@@ -11,6 +11,7 @@ from rich.table import Table
 from treegrpo import events as ev_mod
 from treegrpo.advantages import dropped_reason
 from treegrpo.events import INFRASTRUCTURE, Kind, Status
+from treegrpo.runner._faults import restored_line
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -43,6 +44,7 @@ class Progress:
     completed_by: str = ""
     last_step_at: float = 0.0
     seen: set[str] = field(default_factory=set)
+    notices: list[str] = field(default_factory=list)  # one-off lines for the screen, taken by the runner
 
     def __post_init__(self) -> None:
         for t in self.tasks:
@@ -86,6 +88,12 @@ class Progress:
             self.loaded_version = max(self.loaded_version, b.version)
         elif kind == Kind.RUN_COMPLETED:
             self.completed_by = event.envelope.producer
+        elif kind == Kind.LEARNER_RESTORED and event.envelope.time >= self.started:  # not a past attempt's
+            self.notices.append(restored_line(b))
+
+    def take_notices(self) -> list[str]:
+        out, self.notices = [line for line in self.notices if line], []
+        return out
 
     @property
     def rollout_done(self) -> bool:

@@ -395,8 +395,32 @@ class DeadLettered(_message.Message):
     stream_seq: int
     def __init__(self, consumer: _Optional[str] = ..., subject: _Optional[str] = ..., reason: _Optional[str] = ..., payload: _Optional[bytes] = ..., stream_seq: _Optional[int] = ...) -> None: ...
 
+class LearnerRestored(_message.Message):
+    __slots__ = ("version", "weights_from", "checkpoint", "adapter_version", "adapter_key", "adapter_sha256", "replayed_steps", "skipped", "lost", "restore")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FROM_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    weights_from: str
+    checkpoint: str
+    adapter_version: int
+    adapter_key: str
+    adapter_sha256: str
+    replayed_steps: int
+    skipped: _containers.RepeatedScalarFieldContainer[str]
+    lost: _containers.RepeatedScalarFieldContainer[str]
+    restore: int
+    def __init__(self, version: _Optional[int] = ..., weights_from: _Optional[str] = ..., checkpoint: _Optional[str] = ..., adapter_version: _Optional[int] = ..., adapter_key: _Optional[str] = ..., adapter_sha256: _Optional[str] = ..., replayed_steps: _Optional[int] = ..., skipped: _Optional[_Iterable[str]] = ..., lost: _Optional[_Iterable[str]] = ..., restore: _Optional[int] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed")
+    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored")
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -412,6 +436,7 @@ class Event(_message.Message):
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     RUN_ENDED_FIELD_NUMBER: _ClassVar[int]
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_RESTORED_FIELD_NUMBER: _ClassVar[int]
     envelope: Envelope
     run_started: RunStarted
     run_completed: RunCompleted
@@ -427,4 +452,5 @@ class Event(_message.Message):
     dead_lettered: DeadLettered
     run_ended: RunEnded
     run_resumed: RunResumed
-    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ...) -> None: ...
+    learner_restored: LearnerRestored
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ...) -> None: ...

@@ -4,28 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 
 from treegrpo import advantages
 from treegrpo import events as ev_mod
-from treegrpo.bus import ADAPTERS, Bus, TransientError
+from treegrpo.bus import Bus, TransientError
 from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.events import Kind
-from treegrpo.finite import nonfinite_in_tensors
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner import _restore
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member
 from treegrpo_learner._model import load_base, wrap_lora
-from treegrpo_learner._publish import Publisher, read_archive, write_archive
+from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
+from treegrpo_learner._publish import Publisher, write_archive
 from treegrpo_learner._telemetry import phase_spans, step_context
-from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings, TrainSample
+from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
 
 log = logging.getLogger(__name__)
@@ -35,19 +34,14 @@ class RunLearner:
     def __init__(
         self, cfg: LearnerConfig, run_id: str, spec: RunSpec, bus: Bus, producer: str, tracer: trace.Tracer
     ):
-        self.cfg, self.run_id, self.spec, self.bus, self.producer, self.tracer = (
-            cfg,
-            run_id,
-            spec,
-            bus,
-            producer,
-            tracer,
-        )
+        self.cfg, self.run_id, self.spec, self.bus = cfg, run_id, spec, bus
+        self.producer, self.tracer = producer, tracer
         self.buffer = GroupBuffer()
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
-        self.restore_notes: list[str] = []  # damaged checkpoints skipped on open (the service reports them)
+        self.restore_notes: list[str] = []  # what a restore skipped or lost (the service reports them)
+        self.damaged_versions: set[int] = set()  # published adapters that did not verify on restore
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(
@@ -66,7 +60,12 @@ class RunLearner:
     # ---- opening and restoring -----------------------------------------------------------------
     async def open(self) -> None:
         await asyncio.to_thread(self._build)
-        await self._restore()
+        fact = await _restore.restore(self)  # CheckpointError: nothing can rebuild the state
+        if fact is not None:
+            self.restore_notes = [f"skipped on restore: {why}" for why in fact.skipped]
+            self.restore_notes += [f"lost on restore: {what}" for what in fact.lost]
+            await _restore.record(self, fact)
+        await _restore.finish_tail(self)
         log.info(
             "learner for run %s at version %d (%d groups consumed)",
             self.run_id,
@@ -77,9 +76,8 @@ class RunLearner:
     def _build(self) -> None:
         import torch
 
-        if (
-            len(self.cfg.devices) > 1
-        ):  # N ranks, sharded; rank 0 runs here (services/learner/treegrpo_learner/_ranks.py)
+        # N ranks, sharded; rank 0 runs here (services/learner/treegrpo_learner/_ranks.py)
+        if len(self.cfg.devices) > 1:
             from treegrpo_learner._ranks import RankedTrainer, RankSpec
 
             self.trainer = RankedTrainer(RankSpec.from_config(self.cfg, self.model_path))
@@ -98,82 +96,9 @@ class RunLearner:
             self.model, replace(TrainerSettings.from_config(self.cfg), device=device)
         )
 
-    async def _latest_published(self) -> pb.PolicyPublished | None:
-        latest = None
-        async for _seq, event in self.bus.replay(self.run_id, kinds=[Kind.POLICY_PUBLISHED]):
-            p = event.policy_published
-            if latest is None or p.version > latest.version:
-                latest = p
-        return latest
-
-    async def _restore(self) -> None:
-        path, damaged = await asyncio.to_thread(ckpt.newest_good, self.ckpt_dir)  # CheckpointError: none good
-        for why in damaged:
-            log.error("damaged checkpoint skipped: %s", why)
-        self.restore_notes = [f"damaged checkpoint skipped: {why}" for why in damaged]
-        if damaged:
-            log.warning("restoring from %s instead", path.name if path else "the published versions")
-        trainer_state = None
-        if path is not None:
-            state, trainer_state, adapter = ckpt.load(path)
-            if state.run_id and state.run_id != self.run_id:
-                # a checkpoint_dir shared by runs: adopting it would start this run from another
-                # run's weights, and pruning would delete that run's checkpoints
-                raise ckpt.CheckpointError(
-                    f"{self.ckpt_dir} holds run {state.run_id!r}'s checkpoints, not {self.run_id!r}'s: "
-                    "leave learner.checkpoint_dir empty (one folder per run) or give each run its own"
-                )
-            await asyncio.to_thread(self.trainer.load_adapter, adapter)
-            self._adopt(state)
-        pub = await self._latest_published()
-        if pub is not None and pub.version > self.state.step:
-            # the adapter went out after the last local checkpoint: it is the newer durable state
-            await self._adopt_published(pub)
-            if trainer_state is not None:
-                log.warning("optimizer moments come from %s, weights from version %d", path.name, pub.version)
-        if trainer_state is not None:
-            self.trainer.load_state(trainer_state)
-        await self._finish_tail(pub)
-
-    def _adopt(self, state: ckpt.LearnerState) -> None:
+    def adopt(self, state: ckpt.LearnerState) -> None:
         self.state = state
         self.trained = set(state.trained)
-
-    async def _adopt_published(self, pub: pb.PolicyPublished) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = Path(tmp) / "v.tar"
-            await self.bus.get_object(ADAPTERS, pub.adapter_key, archive)
-            extra = read_archive(archive, Path(tmp) / "adapter")
-            await asyncio.to_thread(self.trainer.load_adapter, Path(tmp) / "adapter")
-        self._adopt(ckpt.LearnerState(**extra["state"]))
-
-    async def _finish_tail(self, pub: pb.PolicyPublished | None) -> None:
-        """A crash between a step's checkpoint and its last event: publish what is missing."""
-        v = self.state.step
-        if v == 0 or await self.bus.last_event(self.run_id, Kind.LEARNER_STEPPED, str(v)) is not None:
-            return
-        log.warning("completing version %d after a restart", v)
-        record = (
-            ParseDict(self.state.record, pb.LearnerStepped())
-            if self.state.record
-            else pb.LearnerStepped(step=v, policy_version=v, last_stream_seq=self.state.last_stream_seq)
-        )
-        started = time.perf_counter()
-        if pub is None or pub.version < v:
-            published = await self._upload()
-        else:
-            published = await self._download_published(pub)
-        await self.publisher.deliver(self.run_id, published)
-        record.phases_s.update_weights = time.perf_counter() - started
-        record.total_s += record.phases_s.update_weights  # the re-sent step's phases still sum to its total
-        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record))
-
-    async def _download_published(self, pub: pb.PolicyPublished):
-        from treegrpo_learner._publish import Published
-
-        dest = self.ckpt_dir / "outbox" / f"v{pub.version}.tar"
-        await self.bus.get_object(ADAPTERS, pub.adapter_key, dest)
-        return Published(pub.version, pub.adapter_key, pub.sha256, pub.bytes, dest)
 
     # ---- members -------------------------------------------------------------------------------
     async def members(self, gs: pb.GroupScored) -> list[Member]:
@@ -226,7 +151,10 @@ class RunLearner:
     def samples(self, batch: Batch) -> tuple[list[TrainSample], int, list[int]]:
         out, with_signal, staleness = [], 0, []
         for g in batch.groups:
-            adv = g.advantages(self.cfg.estimator)
+            try:
+                adv = g.advantages(self.cfg.estimator)
+            except ValueError as exc:  # a non-finite reward: this group fails the same way every time
+                raise step_fault(self.state.step + 1, f"group {g.group}: {exc}") from exc
             with_signal += any(a != 0.0 for a in adv)
             staleness.append(self.state.step - g.policy_version)
             if g.dropped:
@@ -239,6 +167,7 @@ class RunLearner:
                     continue  # no outcome of the policy's: our side failed it (treegrpo/infra.py)
                 if not m.prompt_ids or not m.response_ids:
                     continue  # nothing to condition on or to train (the sampler recorded no tokens)
+                check_advantage(self.state.step + 1, g.group, m.node_id, a)
                 out.append(
                     TrainSample(
                         g.group,
@@ -273,8 +202,7 @@ class RunLearner:
                 ta = time.perf_counter()
                 samples, with_signal, staleness = self.samples(batch)
                 phases["adv"] = time.perf_counter() - ta
-            out = await asyncio.to_thread(self.trainer.step, samples)
-            await asyncio.to_thread(self._check_finite, out.metrics)
+            out = await self.train(samples)
             pad = max(0.0, self.cfg.min_step_seconds - (time.perf_counter() - t0))
             if pad:
                 await asyncio.sleep(pad)
@@ -282,7 +210,7 @@ class RunLearner:
             phase_spans(self.tracer, out.phases, time.time_ns() - int(sum(out.phases.values()) * 1e9))
             phases.update(out.phases)
             metrics.update(out.metrics)
-            self._advance(batch)
+            self.advance(batch)
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             record = self._record(batch, phases, metrics, with_signal, staleness, dropped)
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
@@ -291,21 +219,13 @@ class RunLearner:
             if self.state.step % self.cfg.checkpoint_every == 0:
                 with self.tracer.start_as_current_span("save_checkpoint"):
                     ts = time.perf_counter()
-                    await asyncio.to_thread(
-                        lambda: ckpt.save(
-                            self.ckpt_dir,
-                            self.state,
-                            adapter,
-                            self.trainer.state(),
-                            self.cfg.keep_checkpoints,
-                        )
-                    )
+                    await asyncio.to_thread(self.save_checkpoint, adapter)
                     record.phases_s.save_checkpoint = time.perf_counter() - ts
                     record.total_s = waited_s + (time.perf_counter() - t0)
                     self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             with self.tracer.start_as_current_span("update_weights"):
                 tu = time.perf_counter()
-                published = await self._upload(adapter)
+                published = await self.upload(adapter)
                 record.metrics.update(await self.publisher.deliver(self.run_id, published))
                 record.phases_s.update_weights = time.perf_counter() - tu
             record.total_s = waited_s + (time.perf_counter() - t0)
@@ -317,24 +237,27 @@ class RunLearner:
                 g.done.set_result(True)
         return record
 
-    def _check_finite(self, metrics: dict) -> None:
-        """A NaN/inf loss or weight is never saved or published: the step stops here with a reason
-        (the same batch from the same weights would give the same values, so it is not retried)."""
-        bad = {k: v for k, v in metrics.items() if not math.isfinite(float(v))}
-        params = nonfinite_in_tensors(p for p in self.model.parameters() if p.requires_grad)
-        if bad or params:
-            raise ckpt.NonFiniteWeights(
-                f"step {self.state.step + 1}: non-finite "
-                f"{'metrics ' + str(bad) if bad else ''}{' and ' if bad and params else ''}"
-                f"{f'{params} adapter values' if params else ''}; nothing saved or published"
-            )
+    async def train(self, samples: list[TrainSample]) -> StepOutput:
+        """The next step's update; a numeric fault (overflow, NaN, inf) is `NonFiniteStep`, permanent."""
+        try:
+            out = await asyncio.to_thread(self.trainer.step, samples)
+        except Exception as exc:
+            cause = numeric_fault(exc)
+            if cause:
+                raise step_fault(self.state.step + 1, cause) from exc
+            raise
+        await asyncio.to_thread(check_finite, self.state.step + 1, out.metrics, self.model)
+        return out
 
-    def _advance(self, batch: Batch) -> None:
+    def advance(self, batch: Batch) -> None:
         self.state.step += 1
         for g in batch.groups:
             self.trained.add(g.group)
             self.state.last_stream_seq = max(self.state.last_stream_seq, g.stream_seq)
         self.state.trained = sorted(self.trained)
+
+    def save_checkpoint(self, adapter) -> None:
+        ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(), self.cfg.keep_checkpoints)
 
     def _record(self, batch, phases, metrics, with_signal, staleness, dropped) -> pb.LearnerStepped:
         rec = pb.LearnerStepped(
@@ -353,7 +276,7 @@ class RunLearner:
         rec.metrics["signal_share"] = with_signal / max(1, len(batch.groups))
         return rec
 
-    async def _upload(self, adapter=None):
+    async def upload(self, adapter=None):
         extra = {"state": ckpt.asdict(self.state)}
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:

@@ -16,13 +16,14 @@ import time
 
 from opentelemetry import trace
 
-from treegrpo.bus import ConsumerOptions, Deferred, Delivery, TransientError
+from treegrpo.bus import ConsumerOptions, Deferred, Delivery, PermanentError, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner._buffer import PendingGroup
-from treegrpo_learner._checkpoint import CheckpointError, NonFiniteWeights
+from treegrpo_learner._checkpoint import NonFiniteWeights
+from treegrpo_learner._numeric import NonFiniteStep
 from treegrpo_learner._run_learner import RunLearner
 from treegrpo_learner._wandb import StepLogger
 from treegrpo_learner.config import LearnerConfig
@@ -154,8 +155,8 @@ class LearnerService(Service):
                 await run.open()
             except (
                 PERMANENT_SETUP_ERRORS
-            ) as exc:  # no model, no good checkpoint: nak the group, stop with the reason
-                reason = exc.reason if isinstance(exc, CheckpointError) else f"{type(exc).__name__}: {exc}"
+            ) as exc:  # no model, nothing to rebuild the state from: nak, stop with the reason
+                reason = exc.reason if isinstance(exc, PermanentError) else f"{type(exc).__name__}: {exc}"
                 self.fail(f"cannot open run {run_id}: {reason}")
                 raise TransientError(reason, 30.0) from exc
             for note in run.restore_notes:
@@ -189,7 +190,7 @@ class LearnerService(Service):
         waited = time.monotonic() - self._last_step_end
         try:
             record = await run.step(batch, waited, self._dropped_since_step)
-        except NonFiniteWeights as exc:  # permanent: retrying the batch from the same weights gives the same
+        except (NonFiniteWeights, NonFiniteStep) as exc:  # retrying the batch from the same weights: the same
             for g in batch.groups:
                 if not g.done.done():
                     g.done.set_exception(TransientError(str(exc), 30.0))
