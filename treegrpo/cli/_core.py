@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -187,10 +188,13 @@ def health_cmd(
             [file] if file else [heartbeat_path(service)] if service else sorted(health_dir().glob("*.json"))
         )
         problems += check_files(paths, max_age, ready)
-        problems += [f.line() for f in heartbeat_findings(read_heartbeats(paths))]
+        if ready:  # a bus that takes no writes: not ready; alive all the same (a restart cannot help)
+            problems += [f.line() for f in heartbeat_findings(read_heartbeats(paths))]
     if not heartbeat or ready:
         problems += _nats_problems(url, timeout)
-    if not url:  # the home's embedded server: who uses it, and what its keeper and their services say
+    embedded = not (url or os.environ.get("TREEGRPO_NATS_URL"))
+    if embedded and (not heartbeat or ready):  # liveness looks at the service's own loops alone
+        # the home's embedded server: who uses it, and what its keeper and the runs' services say
         notes, found = home_findings(treegrpo_home())
         for note in notes:
             console.print(note, soft_wrap=True)
