@@ -35,7 +35,8 @@ pytestmark = [
 
 # every kind a trained two-round run publishes (dead.lettered goes to its own stream, run.resumed
 # only on --resume)
-RUN_KINDS = {k.value for k in Kind} - {Kind.DEAD_LETTERED, Kind.RUN_RESUMED}
+# every kind a plain run publishes: not the ones of faults, resumes and restores
+RUN_KINDS = {k.value for k in Kind} - {Kind.DEAD_LETTERED, Kind.RUN_RESUMED, Kind.LEARNER_RESTORED}
 
 
 def installed_client() -> Path:
