@@ -8,11 +8,13 @@
 # - runtime = "runc": crun, podman's default, refuses hybrid cgroups ("cgroups in hybrid mode not
 #   supported"); runc runs them;
 # - default_ulimits = []: podman's default nofile/nproc ulimits fail with "setrlimit: Operation not
-#   permitted" where the host's own limits are lower; containers then inherit the host's.
+#   permitted" where the host's own limits are lower; containers then inherit the host's;
+# - network_backend = "netavark": its aardvark-dns lets containers find each other by service name
+#   (compose's `nats:4222`); the CNI backend without the dnsname plugin resolves no names.
 set -euo pipefail
 
 DROPIN=/etc/containers/containers.conf.d/50-treegrpo-stack.conf
-PACKAGES=(podman runc debootstrap iptables)
+PACKAGES=(podman runc netavark aardvark-dns debootstrap iptables)
 
 if [ "$(id -u)" != 0 ]; then
   echo "stack_host.sh: needs root (apt-get, rootful podman)" >&2
@@ -33,11 +35,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 mkdir -p "$(dirname "$DROPIN")"
-want=$'# written by treegrpo scripts/stack_host.sh (docs/DEPLOY.md)\n[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"'
+want=$'# written by treegrpo scripts/stack_host.sh (docs/DEPLOY.md)\n[containers]\ndefault_ulimits = []\n\n[network]\nnetwork_backend = "netavark"\n\n[engine]\nruntime = "runc"'
 if [ ! -f "$DROPIN" ] || [ "$(cat "$DROPIN")" != "$want" ]; then
   printf '%s\n' "$want" >"$DROPIN"
   echo "== wrote $DROPIN"
 fi
 
-podman info --format '{{.Host.OCIRuntime.Name}} {{.Version.Version}} cgroups {{.Host.CgroupsVersion}}' |
+podman info --format '{{.Host.OCIRuntime.Name}}, network {{.Host.NetworkBackend}}, podman {{.Version.Version}}, cgroups {{.Host.CgroupsVersion}}' |
   sed 's/^/== podman: runtime /'

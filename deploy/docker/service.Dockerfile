@@ -52,8 +52,7 @@ RUN --mount=type=bind,source=deploy/wheels,target=/wheels \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -n "${SHARED_PACKAGES}" ]; then /opt/treegrpo/bin/pip install ${SHARED_PACKAGES}; fi \
  && python3 /usr/local/lib/venv_delta.py slim /opt/treegrpo \
- && python3 /usr/local/lib/venv_delta.py diff /opt/treegrpo /core.manifest /shared-delta \
- && python3 /usr/local/lib/venv_delta.py snapshot /opt/treegrpo /shared.manifest
+ && python3 /usr/local/lib/venv_delta.py diff /opt/treegrpo /core.manifest /shared-delta /shared.manifest
 
 # ---- build: the one service on top; only the files it adds to the environment are kept (/delta) -----
 FROM shared AS build
@@ -79,8 +78,8 @@ FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 treegrpo \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/treegrpo --create-home \
             --shell /usr/sbin/nologin treegrpo \
- && install -d -o 10001 -g 10001 /var/lib/treegrpo/tasks/public /var/lib/treegrpo/tasks/private \
-                                  /var/lib/treegrpo/traces
+ && install -d -o 10001 -g 10001 /var/lib/treegrpo/tasks /var/lib/treegrpo/tasks/public \
+                                  /var/lib/treegrpo/tasks/private /var/lib/treegrpo/traces
 # (a fresh volume mounted on one of these folders takes its owner, so the grader can write there)
 COPY --from=core /opt/treegrpo /opt/treegrpo
 COPY --from=shared /shared-delta/ /

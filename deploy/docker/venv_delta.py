@@ -3,8 +3,10 @@
     venv_delta.py slim VENV                  drop the test suites packages ship (`tests` folders in
                                              site-packages: pandas', scipy's, ...; nothing imports them)
     venv_delta.py snapshot VENV MANIFEST     after the core is installed
-    venv_delta.py diff VENV MANIFEST OUT     after the service is installed: new or changed files
-                                             (and symlinks) are copied under OUT at their own paths
+    venv_delta.py diff VENV MANIFEST OUT [NEW_MANIFEST]
+                                             after the next install: new or changed files (and
+                                             symlinks) are hard-linked under OUT at their own paths;
+                                             NEW_MANIFEST: the snapshot after it, for the next stage
 
 The runtime image copies the core's environment as one layer, the same in all four images, then
 each OUT on top (the shared packages', then the service's). A file an install removed from what
@@ -50,17 +52,20 @@ def copy_out(path: str, out: str) -> None:
     if os.path.islink(path):
         os.symlink(os.readlink(path), target)
     else:
-        shutil.copy2(path, target)
+        os.link(path, target)  # a hard link: the stage's layer stores the bytes once, COPY --from reads them
 
 
-def diff(venv: str, manifest: str, out: str) -> int:
+def diff(venv: str, manifest: str, out: str, new_manifest: str | None) -> int:
     with open(manifest) as fh:
         before = json.load(fh)
     now = walk(venv)
+    if new_manifest:
+        with open(new_manifest, "w") as fh:
+            json.dump(now, fh)
     removed = sorted(set(before) - set(now))
     if removed:
         print(
-            f"the service's install removed {len(removed)} files of the core, e.g.:",
+            f"the install removed {len(removed)} files that were there before, e.g.:",
             *removed[:10],
             sep="\n  ",
         )
@@ -69,7 +74,7 @@ def diff(venv: str, manifest: str, out: str) -> int:
     for path in changed:
         copy_out(path, out)
     os.makedirs(out, exist_ok=True)
-    print(f"{len(changed)} files added or changed on top of the core's {len(before)}")
+    print(f"{len(changed)} files added or changed on top of the {len(before)} before")
     return 0
 
 
@@ -95,8 +100,8 @@ def main(argv: list[str]) -> int:
         with open(argv[2], "w") as fh:
             json.dump(walk(argv[1]), fh)
         return 0
-    if len(argv) == 4 and argv[0] == "diff":
-        return diff(argv[1], argv[2], argv[3])
+    if len(argv) in (4, 5) and argv[0] == "diff":
+        return diff(argv[1], argv[2], argv[3], argv[4] if len(argv) == 5 else None)
     print(__doc__, file=sys.stderr)
     return 2
 
