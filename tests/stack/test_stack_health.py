@@ -74,10 +74,10 @@ hits = []
 for top in ("/",):
     for folder, dirs, files in os.walk(top):
         dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/proc", "/sys", "/dev")]
-        if "/tasks/private" in folder:
-            hits.append(folder)
         for name in files:
             path = os.path.join(folder, name)
+            if "/tasks/private/" in path:
+                hits.append(path)
             try:
                 if os.path.islink(path) or os.path.getsize(path) > 50_000_000:
                     continue
