@@ -21,7 +21,6 @@ from pathlib import Path
 import grpc
 
 from treegrpo import events as ev_mod
-from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, STREAM, Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -83,7 +82,8 @@ def cast_adapter(path: Path, dtype: str) -> None:
 
 def read_archive(archive: Path, folder: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
-    extract_data(archive, folder)
+    with tarfile.open(archive, "r") as tar:
+        tar.extractall(folder, filter="data")
     return json.loads((folder / STATE_FILE).read_text())
 
 
