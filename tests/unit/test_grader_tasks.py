@@ -47,6 +47,21 @@ def test_public_only_generation_writes_the_same_public_files_and_no_answers(home
     ).read_bytes()
 
 
+def test_each_side_moves_into_place_within_its_own_folder_so_they_may_be_separate_volumes(
+    tmp_path, monkeypatch
+):
+    import treegrpo.tasks._builtin as builtin
+
+    moves, real = [], os.replace
+    monkeypatch.setattr(builtin.os, "replace", lambda a, b: (moves.append((Path(a), Path(b))), real(a, b)))
+    ensure_builtin_tasks(tmp_path, tasks=["spooky-mini"])
+    root = tmp_path / "tasks"
+    assert [dst for _, dst in moves] == [root / "private/spooky-mini", root / "public/spooky-mini"]
+    assert all(src.parent.parent == dst.parent for src, dst in moves)  # a rename, never a copy across
+    assert [p.name for p in (root / "public").iterdir()] == ["spooky-mini"]  # no scratch left behind
+    assert [p.name for p in (root / "private").iterdir()] == ["spooky-mini"]
+
+
 def test_registry_lookup_without_answers_for_hosts_that_must_not_hold_them(tmp_path):
     task = get_task("plant-mini", tmp_path, private=False)
     assert (task.public_dir / "description.md").is_file() and not task.answers_path.exists()

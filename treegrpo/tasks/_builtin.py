@@ -209,15 +209,20 @@ def ensure_builtin_tasks(
 
 
 def _build_into_place(root: Path, task_id: str, seed: int, private: bool) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix=f".build-{task_id}-", dir=root))
-    os.chmod(scratch, 0o700)
+    """Each side is generated in a scratch folder inside its own side's folder, so its rename into
+    place never crosses file systems: public/ and private/ may be different volumes (compose mounts
+    them apart, so that the executor can be given the public one alone)."""
+    sides = ("private", "public") if private else ("public",)  # answers first: public implies answers
+    scratch = {side: Path(tempfile.mkdtemp(prefix=f".build-{task_id}-", dir=root / side)) for side in sides}
     try:
-        generate_task(task_id, scratch / "public", scratch / "private" if private else None, seed)
-        # answers first: a visible public folder implies answers
-        for side in ("private", "public") if private else ("public",):
+        generate_task(
+            task_id, scratch["public"] / "task", scratch["private"] / "task" if private else None, seed
+        )
+        for side in sides:
             target = root / side / task_id
             if target.exists():
                 shutil.rmtree(target)
-            os.replace(scratch / side, target)
+            os.replace(scratch[side] / "task", target)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        for folder in scratch.values():
+            shutil.rmtree(folder, ignore_errors=True)

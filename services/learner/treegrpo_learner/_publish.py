@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 
 from treegrpo import events as ev_mod
+from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, STREAM, Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -82,8 +83,7 @@ def cast_adapter(path: Path, dtype: str) -> None:
 
 def read_archive(archive: Path, folder: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "r") as tar:
-        tar.extractall(folder, filter="data")
+    extract_data(archive, folder)
     return json.loads((folder / STATE_FILE).read_text())
 
 

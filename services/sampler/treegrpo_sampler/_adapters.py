@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
+from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, Bus, file_sha256
 from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
@@ -184,12 +185,11 @@ class AdapterLoader:
 
 
 def _untar(archive: Path, folder: Path) -> None:
-    """Unpack into a fresh folder; the 'data' filter refuses absolute paths, links out, devices."""
+    """Unpack into a fresh folder, refusing absolute paths, links out, devices (`extract_data`)."""
     tmp = folder.with_name(folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with tarfile.open(archive, "r:*") as tar:
-        tar.extractall(tmp, filter="data")
+    extract_data(archive, tmp)
     root = _adapter_root(tmp)
     shutil.rmtree(folder, ignore_errors=True)
     root.rename(folder)
