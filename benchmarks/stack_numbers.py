@@ -179,6 +179,9 @@ def runs(repeats: int) -> dict:
         stack.up()
         sampler_backend(stack, "replay")
         for i in range(repeats):
+            if i:  # a sampler serves one training run's adapters: a new run needs a fresh sampler
+                stack.compose("restart", "sampler", timeout=300)  # (docs/DEPLOY.md, "Several runs")
+                stack.wait_healthy(("sampler",), timeout=300)
             home = STACK_DIR / "bench" / f"c{i}-{time.time():.0f}"
             out["container"].append(timed_run(attached_run(stack, home, "runner.timeout_s=800"), home))
             home = STACK_DIR / "bench" / f"a{i}-{time.time():.0f}"
