@@ -14,7 +14,7 @@
 set -euo pipefail
 
 DROPIN=/etc/containers/containers.conf.d/50-treegrpo-stack.conf
-PACKAGES=(podman runc netavark aardvark-dns debootstrap iptables)
+PACKAGES=(podman runc netavark aardvark-dns catatonit debootstrap iptables)
 
 if [ "$(id -u)" != 0 ]; then
   echo "stack_host.sh: needs root (apt-get, rootful podman)" >&2
@@ -30,7 +30,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   # no recommends: crun (refuses this host's cgroups), buildah, fuse-overlayfs and slirp4netns are
-  # for rootless use; runc is named explicitly
+  # for rootless use; runc is named explicitly; catatonit is the pause process of `podman kube play`
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 

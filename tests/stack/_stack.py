@@ -239,3 +239,21 @@ def attached_run(stack: Stack, home: Path, *sets: str, config: str = "treegrpo/e
     argv = run_argv(config, "--attach", sets=(f'runner.nats_url="{stack.operator_url}"', *sets))
     log = open(home / "run.log", "ab")
     return subprocess.Popen(argv, env=env_for(home), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+REPLAY_TOKENS = 1024  # the longest spooky-mini corpus script is 985 tokens of the tiny model's tokenizer
+
+
+def sampler_backend(stack: Stack, backend: str) -> None:
+    """Recreate the sampler container on `hf` (the tiny model samples) or `replay` (compose.test.yaml)."""
+    tokens = str(REPLAY_TOKENS if backend == "replay" else 64)
+    if (stack.env.get("TG_SAMPLER_BACKEND", "hf"), stack.env.get("TG_MAX_NEW_TOKENS", "64")) == (
+        backend,
+        tokens,
+    ):
+        return
+    stack.env.update(TG_SAMPLER_BACKEND=backend, TG_MAX_NEW_TOKENS=tokens)
+    stack.compose(
+        "up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout", "300", "sampler", timeout=360
+    )
+    stack.wait_healthy(("sampler",), timeout=120)

@@ -23,6 +23,7 @@ DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 SERVICES = ("sampler", "executor", "grader", "learner")
 PINNED = re.compile(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?")
+DEBIAN = re.compile(r"debian:\d+\.\d+-slim(@sha256:[0-9a-f]{64})?")  # Debian's point releases: 12.12
 
 
 @cache
@@ -46,9 +47,12 @@ def compose_cmd(config_dir: str) -> tuple[str, ...]:
     return (docker, "--config", config_dir, "compose")
 
 
-def run_compose(tmp_path_factory, *args: str, compose_file: Path = COMPOSE) -> subprocess.CompletedProcess:
+def run_compose(
+    tmp_path_factory, *args: str, compose_file: Path = COMPOSE, extra: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess:
     cmd = compose_cmd(str(tmp_path_factory.getbasetemp() / "docker-config"))
-    return subprocess.run([*cmd, "-f", str(compose_file), *args], capture_output=True, text=True, timeout=60)
+    files = [a for f in (compose_file, *extra) for a in ("-f", str(f))]
+    return subprocess.run([*cmd, *files, *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +64,33 @@ def env_file(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory, env_file) -> dict:
-    res = run_compose(tmp_path_factory, "--env-file", str(env_file), "config", "--format", "json")
+def compose_model(tmp_path_factory, env_file, *args: str, extra: tuple[Path, ...] = ()) -> dict:
+    res = run_compose(
+        tmp_path_factory, "--env-file", str(env_file), *args, "config", "--format", "json", extra=extra
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
 
-def test_docker_compose_config_accepts_the_file(model):
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, env_file) -> dict:
+    """Everything, the trace pipeline included (`--profile observability`)."""
+    return compose_model(tmp_path_factory, env_file, "--profile", "observability")
+
+
+@pytest.fixture(scope="module")
+def cpu_model(tmp_path_factory, env_file) -> dict:
+    """compose.yaml + compose.cpu.yaml, no profile: what `make stack-test` runs under podman."""
+    return compose_model(tmp_path_factory, env_file, extra=(DEPLOY / "compose.cpu.yaml",))
+
+
+def test_docker_compose_config_accepts_the_file(model, tmp_path_factory, env_file):
     assert set(model["services"]) == {"nats", "otel-collector", "jaeger", *SERVICES}
+    plain = compose_model(tmp_path_factory, env_file)  # the collector and Jaeger only with the profile
+    assert set(plain["services"]) == {"nats", *SERVICES}
+    assert all(
+        plain["services"][name]["depends_on"]["otel-collector"]["required"] is False for name in SERVICES
+    )
 
 
 def test_a_wrong_key_or_a_missing_password_fails_validation(tmp_path_factory, tmp_path, env_file):
@@ -101,11 +123,24 @@ def test_sampler_and_learner_reserve_one_nvidia_gpu_each(model):
 
 def test_each_service_image_is_built_from_the_multistage_dockerfile_with_only_its_extra(model):
     dockerfile = (DEPLOY / "docker" / "service.Dockerfile").read_text()
-    stages = re.findall(r"^FROM \$\{PYTHON_IMAGE\} AS (\w+)$", dockerfile, re.M)
-    assert stages == ["build", "runtime"]
+    stages = re.findall(r"^FROM (\S+) AS (\w+)$", dockerfile, re.M)
+    assert stages == [
+        ("${PYTHON_IMAGE}", "core"),
+        ("core", "shared"),
+        ("shared", "build"),
+        ("${PYTHON_IMAGE}", "runtime"),
+    ]
     runtime = dockerfile.split("AS runtime", 1)[1]
-    assert re.search(r"^USER 10001:10001$", runtime, re.M) and "COPY --from=build /opt/treegrpo" in runtime
-    assert "RUN /opt/treegrpo/bin/pip install .\n" in dockerfile  # the core alone: a layer all four share
+    assert re.search(r"^USER 10001:10001$", runtime, re.M)
+    copies = re.findall(r"^COPY --from=(\w+) (\S+) (\S+)$", runtime, re.M)
+    assert copies == [
+        ("core", "/opt/treegrpo", "/opt/treegrpo"),
+        ("shared", "/shared-delta/", "/"),
+        ("build", "/delta/", "/"),
+    ]
+    core = dockerfile.split("AS shared", 1)[0]
+    assert "ARG SERVICE" not in core and "ARG SHARED_PACKAGES" not in core  # the core layer: one for all four
+    assert '/opt/treegrpo/bin/pip install ".[tasks]"' in core
     assert 'pip install "./services/${SERVICE}${SERVICE_EXTRAS}"' in dockerfile
     for name in SERVICES:
         build = model["services"][name]["build"]
@@ -117,9 +152,20 @@ def test_each_service_image_is_built_from_the_multistage_dockerfile_with_only_it
         assert build["args"]["SERVICE"] == name and project["name"] == f"treegrpo-{name}"
         assert model["services"][name]["image"] == f"treegrpo/{name}:0.1.0"
     ignore = (DEPLOY / "docker" / "service.Dockerfile.dockerignore").read_text().splitlines()
-    assert (
-        ignore[ignore.index("*")] == "*" and "!treegrpo/" in ignore and "!services/" in ignore
-    )  # the context sends no .venv
+    assert ignore[ignore.index("*")] == "*" and "!treegrpo/" in ignore and "!services/" in ignore
+    assert "!deploy/wheels/" in ignore  # the (empty in git) wheelhouse the install steps bind-mount
+
+
+def test_the_shared_layer_holds_only_pins_the_sampler_and_the_learner_both_declare(model):
+    args = {name: model["services"][name]["build"]["args"] for name in SERVICES}
+    shared = args["sampler"]["SHARED_PACKAGES"]
+    assert args["learner"]["SHARED_PACKAGES"] == shared  # the same list: one layer for both images
+    assert "SHARED_PACKAGES" not in args["grader"] and "SHARED_PACKAGES" not in args["executor"]
+    sampler = tomllib.loads((ROOT / "services/sampler/pyproject.toml").read_text())["project"]
+    learner = tomllib.loads((ROOT / "services/learner/pyproject.toml").read_text())["project"]
+    for requirement in shared.split():
+        assert requirement in sampler["optional-dependencies"]["hf"], requirement
+        assert requirement in learner["dependencies"], requirement
 
 
 def test_every_base_image_is_pinned_to_an_exact_version(model):
@@ -127,13 +173,13 @@ def test_every_base_image_is_pinned_to_an_exact_version(model):
         if "build" not in svc:
             assert PINNED.fullmatch(svc["image"]), (name, svc["image"])
     for path in (DEPLOY / "docker").glob("*.Dockerfile"):
-        bases = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", path.read_text(), re.M)
-        assert bases and all(PINNED.fullmatch(b) for b in bases), path.name
-        assert all(
-            line.split()[1] == "${PYTHON_IMAGE}"
-            for line in path.read_text().splitlines()
-            if line.startswith("FROM ")
-        ), path.name
+        text = path.read_text()
+        bases = dict(re.findall(r"^ARG (PYTHON_IMAGE|BASE)=(\S+)$", text, re.M))
+        assert bases and all(PINNED.fullmatch(b) or DEBIAN.fullmatch(b) for b in bases.values()), path.name
+        stages = re.findall(r"^FROM \S+ AS (\w+)$", text, re.M)
+        for line in (x for x in text.splitlines() if x.startswith("FROM ")):
+            source = line.split()[1]
+            assert source in {f"${{{arg}}}" for arg in bases} or source in stages, (path.name, line)
 
 
 def test_only_the_executor_runs_as_root_and_with_just_the_capabilities_its_jail_needs(model):
@@ -201,21 +247,40 @@ def test_nats_mounts_the_shared_permissions_and_keeps_jetstream_on_a_volume(mode
 
 def test_only_the_grader_mounts_the_private_answers(model):
     for name in SERVICES:
-        mounts = [
-            v for v in model["services"][name]["volumes"] if v["type"] == "volume" and v["source"] == "tasks"
-        ]
-        if name == "grader":  # the whole tree, writable: it generates the built-in tasks there
-            assert [(m["target"], m.get("volume", {}).get("subpath")) for m in mounts] == [
-                ("/var/lib/treegrpo/tasks", None)
+        mounts = sorted(
+            (v["source"], v["target"], v.get("read_only", False))
+            for v in model["services"][name]["volumes"]
+            if v["type"] == "volume" and v["source"].startswith("tasks")
+        )
+        if name == "grader":  # both halves, writable: it generates the built-in tasks there
+            assert mounts == [
+                ("tasks-private", "/var/lib/treegrpo/tasks/private", False),
+                ("tasks-public", "/var/lib/treegrpo/tasks/public", False),
             ]
         elif name == "executor":  # the public half only, read-only, where its default roots look
-            assert [(m["target"], m["volume"]["subpath"], m["read_only"]) for m in mounts] == [
-                ("/var/lib/treegrpo/tasks/public", "public", True)
-            ]
+            assert mounts == [("tasks-public", "/var/lib/treegrpo/tasks/public", True)]
+            assert model["services"][name]["depends_on"]["grader"]["condition"] == "service_healthy"
         else:
             assert mounts == [], name
         binds = [v["source"] for v in model["services"][name]["volumes"] if v["type"] == "bind"]
         assert not any("task" in Path(b).name for b in binds), name
+
+
+def test_the_cpu_file_drops_gpus_and_the_collector_and_keeps_the_hardening(model, cpu_model):
+    assert cpu_model["services"]["nats"]["image"] == "localhost/treegrpo/nats:2.15.1"
+    for name in SERVICES:
+        svc, base = cpu_model["services"][name], model["services"][name]
+        env = svc["environment"]
+        assert "deploy" not in svc and svc["pull_policy"] == "never", name
+        assert env[f"TREEGRPO_{name.upper()}_TELEMETRY__OTLP_ENDPOINT"] == ""
+        assert (
+            env[f"TREEGRPO_{name.upper()}_TELEMETRY__JSONL_PATH"] == f"/var/lib/treegrpo/traces/{name}.jsonl"
+        )
+        assert {v["target"]: v["source"] for v in svc["volumes"]}["/var/lib/treegrpo/traces"] == "traces"
+        for key in ("read_only", "cap_drop", "cap_add", "security_opt", "user", "healthcheck"):
+            assert svc.get(key) == base.get(key), (name, key)
+    assert cpu_model["services"]["sampler"]["environment"]["TREEGRPO_SAMPLER_HF__DEVICE"] == "cpu"
+    assert cpu_model["services"]["learner"]["environment"]["TREEGRPO_LEARNER_DEVICE"] == "cpu"
 
 
 def test_the_collector_pipeline_ends_in_jaeger_and_listens_where_services_send(model):

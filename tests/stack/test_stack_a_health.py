@@ -60,6 +60,7 @@ def test_containers_run_read_only_without_new_privileges_and_with_exactly_the_gr
         assert cap_names(status["CapBnd"]) == granted, name
         assert cap_names(status["CapEff"]) == (granted if name == "executor" else set()), name
         assert status["NoNewPrivs"].strip() == "1", name
+        assert status["Seccomp"].strip() == "2", name  # podman's default seccomp filter is on
         uid = status["Uid"].split()[0]
         assert uid == ("0" if name == "executor" else "10001"), (name, uid)
         wrote = stack.exec(name, "touch", "/opt/treegrpo/written-at-run-time")

@@ -27,8 +27,12 @@ HOSTILE = {
     # the answers, the executor's credentials, other processes: nothing of it is in the jail
     "secrets": REPORT
     + """import os, glob
-tasks = "/var/lib/treegrpo/tasks"
-found = [p for p in (tasks + "/private", tasks + "/public") if os.path.exists(p)]
+seen = {}  # the task folders exist in the jail only as empty, unreadable covers
+for side in ("private", "public"):
+    try:
+        seen[side] = os.listdir("/var/lib/treegrpo/tasks/" + side)
+    except OSError as exc:
+        seen[side] = type(exc).__name__
 env = [k for k in os.environ if "NATS" in k or "PASSWORD" in k]
 leaks = []
 for f in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
@@ -38,7 +42,7 @@ for f in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
     except OSError:
         pass
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-report(paths=found, env=env, proc_leaks=leaks, pids=pids)
+report(tasks=seen, env=env, proc_leaks=leaks, pids=pids, input=sorted(os.listdir("input")))
 """,
     # no network at all: not NATS by name or address, not the host, not the internet
     "network": REPORT
@@ -172,7 +176,9 @@ def test_hostile_nodes_through_the_containerised_executor_are_contained(stack):
         result(got["network"].term_tail),
         result(got["writes"].term_tail),
     )
-    assert secrets_["paths"] == [] and secrets_["env"] == [] and secrets_["proc_leaks"] == [], secrets_
+    assert all(v in ([], "PermissionError") for v in secrets_["tasks"].values()), secrets_
+    assert secrets_["env"] == [] and secrets_["proc_leaks"] == [], secrets_
+    assert "train.csv" in secrets_["input"], secrets_  # its own task's public data, at ./input
     assert secrets_["pids"][0] == 1 and len(secrets_["pids"]) <= 3, secrets_  # its own pid namespace
     assert "connected" not in network.values(), network
     assert [k for k, v in writes.items() if v == "written"] == ["/tmp/x"], writes

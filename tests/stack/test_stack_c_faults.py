@@ -9,12 +9,12 @@ import time
 import pytest
 
 from tests.e2e._harness import export_records, read_log, run_ids
-from tests.stack._stack import attached_run
+from tests.stack._stack import attached_run, sampler_backend
 from tests.stack.conftest import record
 from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(1200)]
-TASKS, ROUNDS, E, G = 1, 5, 3, 2
+TASKS, ROUNDS, E, G = 1, 4, 3, 2
 
 
 def progress(stack, run_id: str):
@@ -46,6 +46,7 @@ def test_sigkill_of_learner_and_executor_and_a_nats_restart_mid_run_lose_and_dup
 ):
     home = tmp_path / "home"
     n = TASKS * ROUNDS * E * G
+    sampler_backend(stack, "replay")  # real scripts: the executor is killed while one runs
     t0 = time.monotonic()
     proc = attached_run(stack, home, f"run.rounds={ROUNDS}", "runner.timeout_s=1000")
     while not run_ids(home):
