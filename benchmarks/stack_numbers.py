@@ -169,6 +169,43 @@ def host_services(home: Path, model: Path) -> tuple[list[subprocess.Popen], obje
     return procs, server
 
 
+def launch(argv: list[str], home: Path) -> subprocess.Popen:
+    """A `treegrpo run` process for `home`, its output in home/run.log."""
+    home.mkdir(parents=True, exist_ok=True)
+    log = open(home / "run.log", "ab")
+    return subprocess.Popen(argv, env=env_for(home), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def host_attach_run(home: Path, model: Path) -> float:
+    """The four services as host processes with a private nats-server, then `treegrpo run --attach`."""
+    home.mkdir(parents=True, exist_ok=True)
+    procs, server = host_services(home, model)
+    try:
+        sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=800")
+        return timed_run(launch(run_argv(RUN, "--attach", sets=sets), home), home)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(60)
+        server.stop()
+
+
+def one_round(stack: Stack, model: Path, i: int, out: dict[str, list[float]]) -> None:
+    """The three ways once each, interleaved so that the machine's load affects them alike."""
+    if i:  # a sampler serves one training run's adapters: a new run needs a fresh sampler
+        stack.compose("restart", "sampler", timeout=300)  # (docs/DEPLOY.md, "Several runs")
+        stack.wait_healthy(("sampler",), timeout=300)
+    home = STACK_DIR / "bench" / f"c{i}-{time.time():.0f}"
+    out["container"].append(timed_run(attached_run(stack, home, "runner.timeout_s=800"), home))
+    out["host-attach"].append(host_attach_run(STACK_DIR / "bench" / f"a{i}-{time.time():.0f}", model))
+    home = STACK_DIR / "bench" / f"h{i}-{time.time():.0f}"
+    out["host-run"].append(
+        timed_run(launch(run_argv(RUN, sets=(*replay_sets(model), "runner.timeout_s=800")), home), home)
+    )
+    assert len(run_ids(home)) == 1
+
+
 def runs(repeats: int) -> dict:
     stack = Stack()
     model = tiny_model(stack.models / "base")
@@ -179,44 +216,7 @@ def runs(repeats: int) -> dict:
         stack.up()
         sampler_backend(stack, "replay")
         for i in range(repeats):
-            if i:  # a sampler serves one training run's adapters: a new run needs a fresh sampler
-                stack.compose("restart", "sampler", timeout=300)  # (docs/DEPLOY.md, "Several runs")
-                stack.wait_healthy(("sampler",), timeout=300)
-            home = STACK_DIR / "bench" / f"c{i}-{time.time():.0f}"
-            out["container"].append(timed_run(attached_run(stack, home, "runner.timeout_s=800"), home))
-            home = STACK_DIR / "bench" / f"a{i}-{time.time():.0f}"
-            home.mkdir(parents=True)
-            procs, server = host_services(home, model)
-            try:
-                argv = run_argv(
-                    RUN, "--attach", sets=(f'runner.nats_url="{server.url}"', "runner.timeout_s=800")
-                )
-                proc = subprocess.Popen(
-                    argv,
-                    env=env_for(home),
-                    cwd=ROOT,
-                    stdout=open(home / "run.log", "ab"),
-                    stderr=subprocess.STDOUT,
-                )
-                out["host-attach"].append(timed_run(proc, home))
-            finally:
-                for p in procs:
-                    p.send_signal(signal.SIGTERM)
-                for p in procs:
-                    p.wait(60)
-                server.stop()
-            home = STACK_DIR / "bench" / f"h{i}-{time.time():.0f}"
-            home.mkdir(parents=True)
-            argv = run_argv(RUN, sets=(*replay_sets(model), "runner.timeout_s=800"))
-            proc = subprocess.Popen(
-                argv,
-                env=env_for(home),
-                cwd=ROOT,
-                stdout=open(home / "run.log", "ab"),
-                stderr=subprocess.STDOUT,
-            )
-            out["host-run"].append(timed_run(proc, home))
-            assert len(run_ids(home)) == 1
+            one_round(stack, model, i, out)
             print({k: [round(v, 1) for v in vs] for k, vs in out.items()}, flush=True)
     finally:
         stack.down()

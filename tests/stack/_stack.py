@@ -8,6 +8,7 @@ starts is stopped by its pid in `close()`; `down()` removes the containers and v
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -257,3 +258,17 @@ def sampler_backend(stack: Stack, backend: str) -> None:
         "up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout", "300", "sampler", timeout=360
     )
     stack.wait_healthy(("sampler",), timeout=120)
+
+
+def node_outcomes(url: str, run_id: str) -> list:
+    """Every node.executed fact of the run, from the stream (as the operator user)."""
+    from treegrpo.bus import Bus
+
+    async def read() -> list:
+        bus = await Bus.connect(url, "test/reader", 10)
+        try:
+            return [e.node_executed async for _, e in bus.replay(run_id) if e.HasField("node_executed")]
+        finally:
+            await bus.close(2)
+
+    return asyncio.run(read())

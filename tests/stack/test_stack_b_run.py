@@ -4,29 +4,19 @@ files on the `traces` volume, every node run by the jailed sandbox inside the ex
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 
 import pytest
 
 from tests.e2e._harness import export_records, journey, read_log, run_ids
-from tests.stack._stack import SERVICES, attached_run, sampler_backend
+from tests.stack._stack import SERVICES, attached_run, node_outcomes, sampler_backend
 from tests.stack.conftest import record
-from treegrpo.bus import Bus
 from treegrpo.events import Kind
 from treegrpo.telemetry import read_spans
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(900)]
 TASKS, ROUNDS, E, G = 1, 2, 3, 2  # treegrpo/examples/run-small.toml
-
-
-async def executed(url: str, run_id: str) -> list:
-    bus = await Bus.connect(url, "test/reader", 10)
-    try:
-        return [e.node_executed async for _, e in bus.replay(run_id) if e.HasField("node_executed")]
-    finally:
-        await bus.close(2)
 
 
 def test_a_small_run_through_the_containers_ends_with_exactly_its_nodes_each_journey_one_trace(
@@ -56,7 +46,7 @@ def test_a_small_run_through_the_containers_ends_with_exactly_its_nodes_each_jou
     # model mostly writes none: `no_code` needs no sandbox; tests/stack/test_stack_sandbox.py runs
     # scripts there for certain)
     hostname = stack.inspect("executor")["Config"]["Hostname"]
-    outcomes = asyncio.run(executed(stack.operator_url, run_id))
+    outcomes = node_outcomes(stack.operator_url, run_id)
     statuses = Counter(o.status for o in outcomes)
     assert len(outcomes) == n
     assert all(o.where.startswith(f"local:{hostname}/slot") for o in outcomes if o.status != "no_code")

@@ -5,11 +5,12 @@ with exactly its nodes: none lost, none executed, graded or trained twice."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
 
 from tests.e2e._harness import export_records, read_log, run_ids
-from tests.stack._stack import attached_run, sampler_backend
+from tests.stack._stack import attached_run, node_outcomes, sampler_backend
 from tests.stack.conftest import record
 from treegrpo.events import Kind
 
@@ -93,9 +94,18 @@ def test_sigkill_of_learner_and_executor_and_a_nats_restart_mid_run_lose_and_dup
     assert log.counts[Kind.RUN_COMPLETED] == 1
     records = export_records(home / "runs" / run_id / "export")
     assert len(records) == n and len({r["id"] for r in records}) == n
+    # the replay scripts really ran in the containerised sandbox, some to a valid submission
+    statuses = Counter(o.status for o in node_outcomes(stack.operator_url, run_id))
+    assert sum(statuses.values()) == n and statuses["ok"] > 0, statuses
     stack.wait_healthy(timeout=180)  # every restarted container is healthy again
     record(
         "fault_trials",
-        {"run_nodes": n, "wall_s": round(wall, 1), "trials": trials, "learner_steps": len(log.steps)},
+        {
+            "run_nodes": n,
+            "wall_s": round(wall, 1),
+            "trials": trials,
+            "learner_steps": len(log.steps),
+            "statuses": dict(statuses),
+        },
     )
     print(f"{len(trials)} faults mid-run; {n} nodes, {len(log.steps)} learner steps, {wall:.0f}s")
