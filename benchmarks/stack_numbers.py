@@ -5,6 +5,7 @@ start to all-healthy, and one run's wall time in the containers against the same
     python benchmarks/stack_numbers.py build [--cold] [--repeats 3]  # then: no change / a core file touched
     python benchmarks/stack_numbers.py start [--repeats 3]           # compose down -v, then up --wait
     python benchmarks/stack_numbers.py runs [--repeats 3]
+    python benchmarks/stack_numbers.py faults [--repeats 3]           # the kill trials, --repeats runs
 
 `runs`: run-small (1 task x 2 rounds x E3 x G2 = 12 nodes, training on) with the sampler on the
 replay backend (the seed corpus's spooky-mini scripts, teacher-forced through the tiny model), so
@@ -79,13 +80,14 @@ def build(cold: bool, repeats: int) -> dict:
         out["cold_s"] = timed()
     out["no_change_s"] = [timed() for _ in range(repeats)]
     touched = ROOT / "treegrpo" / "__init__.py"
+    original = touched.read_text()
     samples = []
-    for _ in range(repeats):  # a core source change: every image's core layer and all above it
-        touched.write_text(touched.read_text() + "\n")
+    for i in range(repeats):  # a core source change: every image's core layer and all above it
+        touched.write_text(original + f"# rebuild {i} at {time.time()}\n")  # new content each time
         try:
             samples.append(timed())
         finally:
-            touched.write_text(touched.read_text()[:-1])
+            touched.write_text(original)
     out["core_change_s"] = samples
     out["after_revert_s"] = timed()
     return out
@@ -230,11 +232,27 @@ def runs(repeats: int) -> dict:
     }
 
 
+def faults(repeats: int) -> dict:
+    """tests/stack/test_stack_c_faults.py --repeats times (each: SIGKILL learner, SIGKILL executor,
+    restart nats, mid-run): what each run recorded, and the totals."""
+    numbers = STACK_DIR / "numbers.json"
+    test = [sys.executable, "-m", "pytest", "tests/stack/test_stack_c_faults.py", "-m", "stack", "-q"]
+    out = []
+    for _ in range(repeats):
+        numbers.unlink(missing_ok=True)
+        res = subprocess.run(test, cwd=ROOT, capture_output=True, text=True)
+        trial = json.loads(numbers.read_text())["fault_trials"] if numbers.exists() else {}
+        out.append({"passed": res.returncode == 0, **trial})
+        print(out[-1], flush=True)
+    kills = sum(len(t.get("trials", [])) for t in out if t["passed"])
+    return {"runs": out, "runs_passed": sum(t["passed"] for t in out), "faults_survived": kills}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("sizes", "build", "start", "runs"))
+    parser.add_argument("what", choices=("sizes", "build", "start", "runs", "faults"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cold", action="store_true")
     opts = parser.parse_args()
@@ -244,6 +262,7 @@ def main() -> None:
         "build": lambda: build(opts.cold, opts.repeats),
         "start": lambda: start(opts.repeats),
         "runs": lambda: runs(opts.repeats),
+        "faults": lambda: faults(opts.repeats),
     }[opts.what]()
     result = {
         "what": opts.what,

@@ -39,7 +39,13 @@ SERVICES = ("grader", "executor", "sampler", "learner")
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # what the image needs of Debian beyond minbase; locales, docs and apt's lists are dropped after
 DEBIAN_PACKAGES = "python3,python3-venv,wget"
-TRIM = ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "usr/share/doc/*", "usr/share/man/*")
+TRIM = (
+    "var/cache/apt/archives/*.deb",
+    "var/lib/apt/lists/*",
+    "usr/share/doc/*",
+    "usr/share/man/*",
+    "usr/share/locale/*",  # gettext catalogues: the services log in English (LANG=C.UTF-8)
+)
 
 
 def sh(*argv: str, **kw) -> subprocess.CompletedProcess:

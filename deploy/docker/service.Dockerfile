@@ -63,14 +63,17 @@ ARG SERVICE_EXTRAS=""
 # Extra packages on top, e.g. more of an ML stack for the executor's local sandbox ("lightgbm"), or
 # "vllm==<version>" for a GPU sampler.
 ARG EXTRA_PACKAGES=""
+# Folders under site-packages the service never imports, left out of its layer (venv_delta.py slim),
+# e.g. "kubernetes/aio" for the executor: the client's asyncio twin, half of its 128 MB.
+ARG SLIM_PATHS=""
 RUN case "${SERVICE}" in sampler|executor|grader|learner) ;; \
       *) echo "build with --build-arg SERVICE=sampler|executor|grader|learner" >&2; exit 1;; esac
 COPY services/${SERVICE} ./services/${SERVICE}
 RUN --mount=type=bind,source=deploy/wheels,target=/wheels \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     /opt/treegrpo/bin/pip install "./services/${SERVICE}${SERVICE_EXTRAS}" ${EXTRA_PACKAGES} \
+ && python3 /usr/local/lib/venv_delta.py slim /opt/treegrpo ${SLIM_PATHS} \
  && /opt/treegrpo/bin/treegrpo serve "${SERVICE}" --help >/dev/null \
- && python3 /usr/local/lib/venv_delta.py slim /opt/treegrpo \
  && python3 /usr/local/lib/venv_delta.py diff /opt/treegrpo /shared.manifest /delta
 
 # ---- runtime: the venv, a non-root user, no compilers, no source tree ------------------------------

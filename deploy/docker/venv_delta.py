@@ -1,7 +1,10 @@
 """What one service's install added to the core's virtual environment (service.Dockerfile, stdlib only).
 
-    venv_delta.py slim VENV                  drop the test suites packages ship (`tests` folders in
+    venv_delta.py slim VENV [PATH ...]       drop the test suites packages ship (`tests` folders in
                                              site-packages: pandas', scipy's, ...; nothing imports them)
+                                             and each PATH under site-packages that the service never
+                                             imports (e.g. kubernetes/aio); a PATH that is not there
+                                             fails the build (a dependency changed its layout)
     venv_delta.py snapshot VENV MANIFEST     after the core is installed
     venv_delta.py diff VENV MANIFEST OUT [NEW_MANIFEST]
                                              after the next install: new or changed files (and
@@ -78,24 +81,32 @@ def diff(venv: str, manifest: str, out: str, new_manifest: str | None) -> int:
     return 0
 
 
-def slim(venv: str) -> int:
+def _size(path: str) -> int:
+    return sum(os.lstat(os.path.join(f, n)).st_size for f, _, names in os.walk(path) for n in names)
+
+
+def slim(venv: str, paths: list[str]) -> int:
     freed = 0
     for site in glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")):
+        for rel in paths:
+            path = os.path.join(site, rel)
+            if not os.path.isdir(path) or os.path.islink(path):
+                print(f"slim: {rel} is not a folder under {site}")
+                return 1
+            freed += _size(path)
+            shutil.rmtree(path)
         for folder, dirs, _ in os.walk(site):
             for name in [d for d in dirs if d == "tests" and not os.path.islink(os.path.join(folder, d))]:
-                path = os.path.join(folder, name)
-                freed += sum(
-                    os.lstat(os.path.join(f, n)).st_size for f, _, names in os.walk(path) for n in names
-                )
-                shutil.rmtree(path)
+                freed += _size(os.path.join(folder, name))
+                shutil.rmtree(os.path.join(folder, name))
                 dirs.remove(name)
-    print(f"dropped {freed / 2**20:.0f} MiB of packaged test suites")
+    print(f"dropped {freed / 2**20:.0f} MiB: packaged test suites" + "".join(f", {p}" for p in paths))
     return 0
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "slim":
-        return slim(argv[1])
+    if len(argv) >= 2 and argv[0] == "slim":
+        return slim(argv[1], argv[2:])
     if len(argv) == 3 and argv[0] == "snapshot":
         with open(argv[2], "w") as fh:
             json.dump(walk(argv[1]), fh)

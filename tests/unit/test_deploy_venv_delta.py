@@ -55,3 +55,12 @@ def test_slim_drops_packaged_test_suites_only(tmp_path):
     assert venv_delta.main(["slim", str(tmp_path / "venv")]) == 0
     assert not (site / "pandas/tests").exists()
     assert (site / "pandas/core.py").exists() and (site / "numpy/testing/util.py").exists()
+
+
+def test_slim_drops_the_named_folders_and_fails_on_one_that_is_not_there(tmp_path, capsys):
+    site = tmp_path / "venv/lib/python3.11/site-packages"
+    tree(site, {"kubernetes/aio/api.py": "a", "kubernetes/client/api.py": "c"})
+    assert venv_delta.main(["slim", str(tmp_path / "venv"), "kubernetes/aio"]) == 0
+    assert not (site / "kubernetes/aio").exists() and (site / "kubernetes/client/api.py").exists()
+    assert venv_delta.main(["slim", str(tmp_path / "venv"), "kubernetes/aio"]) == 1  # gone: say so
+    assert "kubernetes/aio is not a folder" in capsys.readouterr().out
