@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -34,29 +33,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e._harness import env_for, run_argv, run_ids  # noqa: E402
-from tests.stack._stack import REPLAY_TOKENS, STACK_DIR, Stack, attached_run, free_port, sampler_backend  # noqa: E402
+from scripts.stack_images import layers, podman_out  # noqa: E402
+from tests.e2e._harness import env_for, run_ids, serve, start_run, stop  # noqa: E402
+from tests.stack._stack import REPLAY_TOKENS, STACK_DIR, Stack, attached_run, sampler_backend  # noqa: E402
 from tests.stack.conftest import tiny_model  # noqa: E402
+from treegrpo.embedded import EmbeddedNats, free_port  # noqa: E402
 
 CORPUS = ROOT / "treegrpo" / "data" / "corpus" / "spooky-mini"
 RESULTS = ROOT / "benchmarks" / "results"
 RUN = "treegrpo/examples/run-small.toml"
 
 
-def podman(*args: str) -> str:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
 def sizes() -> dict:
     out = {}
     for name in ("grader", "executor", "sampler", "learner"):
         ref = f"localhost/treegrpo/{name}:0.1.0"
-        rows = json.loads(podman("history", "--format", "json", ref))[::-1]
         out[name] = {
-            "bytes": int(podman("image", "inspect", "--format", "{{.Size}}", ref)),
-            "layers": [
-                (r.get("createdBy", "")[:60], int(r.get("size", 0))) for r in rows if int(r.get("size", 0))
-            ],
+            "bytes": int(podman_out("image", "inspect", "--format", "{{.Size}}", ref)),
+            "layers": [(created[:60], size) for created, size in layers(ref) if size],
         }
     return out
 
@@ -108,14 +102,19 @@ def start(repeats: int) -> dict:
         stack.close()
 
 
-def replay_sets(model: Path) -> list[str]:
+def replay_settings(model: Path) -> list[str]:
+    """The sampler on the replay backend (the corpus's scripts through the tiny model)."""
     return [
-        'sampler.backend="replay"',
-        f'sampler.replay.source_dir="{CORPUS}"',
-        f"sampler.sampling.max_new_tokens={REPLAY_TOKENS}",
-        f'sampler.model="{model}"',
-        f'learner.model="{model}"',
+        f'model="{model}"',
+        'backend="replay"',
+        f'replay.source_dir="{CORPUS}"',
+        f"sampling.max_new_tokens={REPLAY_TOKENS}",
     ]
+
+
+def replay_sets(model: Path) -> list[str]:
+    """The same for `treegrpo run`, which starts the services itself."""
+    return [f"sampler.{s}" for s in replay_settings(model)] + [f'learner.model="{model}"']
 
 
 def timed_run(proc: subprocess.Popen, home: Path) -> float:
@@ -124,58 +123,27 @@ def timed_run(proc: subprocess.Popen, home: Path) -> float:
     return time.monotonic() - t
 
 
-def host_services(home: Path, model: Path) -> tuple[list[subprocess.Popen], object]:
-    from treegrpo.embedded import EmbeddedNats
-
+def host_services(home: Path, model: Path) -> tuple[list[subprocess.Popen], EmbeddedNats]:
+    """The four services as `treegrpo serve` processes on a private nats-server, each ready."""
     server = EmbeddedNats(home / "nats").start()
     port = free_port()
-    sets = {
-        "sampler": [
-            f'model="{model}"',
-            'backend="replay"',
-            f'replay.source_dir="{CORPUS}"',
-            f"sampling.max_new_tokens={REPLAY_TOKENS}",
-            'grpc.host="127.0.0.1"',
-            f"grpc.port={port}",
-        ],
-        "executor": ["max_concurrency=2", "timeout_s=60"],
-        "grader": [],
-        "learner": [f'model="{model}"', f'sampler_endpoints=["127.0.0.1:{port}"]'],
-    }
-    procs = []
-    for name, extra in sets.items():
-        argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--set", f'nats.url="{server.url}"']
-        argv += [a for s in extra for a in ("--set", s)]
-        log = open(home / f"{name}.log", "ab")
-        procs.append(
-            subprocess.Popen(
-                argv,
-                env=env_for(home),
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
+    grpc = ('grpc.host="127.0.0.1"', f"grpc.port={port}")
+    procs = [
+        serve(home, "sampler", server.url, *replay_settings(model), *grpc),
+        serve(home, "executor", server.url, "max_concurrency=2", "timeout_s=60"),
+        serve(home, "grader", server.url),
+        serve(home, "learner", server.url, f'model="{model}"', f'sampler_endpoints=["127.0.0.1:{port}"]'),
+    ]
     health = [sys.executable, "-m", "treegrpo.cli", "health", "--heartbeat", "--ready", "--timeout", "5"]
+    env = {**env_for(home), "TREEGRPO_NATS_URL": server.url}
     for _ in range(300):  # every service ready, as compose's healthchecks require
-        if (
-            subprocess.run(
-                health, env={**env_for(home), "TREEGRPO_NATS_URL": server.url}, capture_output=True
-            ).returncode
-            == 0
-            and len(list((home / "health").glob("*.json"))) == 4
-        ):
-            break
+        if subprocess.run(health, env=env, capture_output=True).returncode == 0:
+            if len(list((home / "health").glob("*.json"))) == 4:
+                return procs, server
         time.sleep(1)
-    return procs, server
-
-
-def launch(argv: list[str], home: Path) -> subprocess.Popen:
-    """A `treegrpo run` process for `home`, its output in home/run.log."""
-    home.mkdir(parents=True, exist_ok=True)
-    log = open(home / "run.log", "ab")
-    return subprocess.Popen(argv, env=env_for(home), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    stop(procs)
+    server.stop()
+    raise RuntimeError(f"the host services were not ready in 300 s: see {home}/*.log")
 
 
 def host_attach_run(home: Path, model: Path) -> float:
@@ -184,12 +152,9 @@ def host_attach_run(home: Path, model: Path) -> float:
     procs, server = host_services(home, model)
     try:
         sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=800")
-        return timed_run(launch(run_argv(RUN, "--attach", sets=sets), home), home)
+        return timed_run(start_run(home, RUN, *sets, flags=("--attach",)), home)
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(60)
+        stop(procs)
         server.stop()
 
 
@@ -202,9 +167,8 @@ def one_round(stack: Stack, model: Path, i: int, out: dict[str, list[float]]) ->
     out["container"].append(timed_run(attached_run(stack, home, "runner.timeout_s=800"), home))
     out["host-attach"].append(host_attach_run(STACK_DIR / "bench" / f"a{i}-{time.time():.0f}", model))
     home = STACK_DIR / "bench" / f"h{i}-{time.time():.0f}"
-    out["host-run"].append(
-        timed_run(launch(run_argv(RUN, sets=(*replay_sets(model), "runner.timeout_s=800")), home), home)
-    )
+    home.mkdir(parents=True)
+    out["host-run"].append(timed_run(start_run(home, RUN, *replay_sets(model), "runner.timeout_s=800"), home))
     assert len(run_ids(home)) == 1
 
 

@@ -167,16 +167,17 @@ def main() -> None:
     report["build_s"]["nats"] = build(
         NATS, "deploy/docker/nats.Dockerfile", {"BASE": BASE}, opts.no_cache, STACK_DIR / "build-nats.log"
     )
-    for name, (image, args) in compose_build_args().items():
+    images = compose_build_args()
+    for name, (image, args) in images.items():
         log = STACK_DIR / f"build-{name}.log"
         report["build_s"][name] = build(image, "deploy/docker/service.Dockerfile", args, opts.no_cache, log)
         print(f"== {image}: {report['build_s'][name]:.0f}s", flush=True)
     report["total_s"] = time.monotonic() - t0
     report["sizes"] = {
         ref: int(podman_out("image", "inspect", "--format", "{{.Size}}", ref))
-        for ref in [BASE, NATS, *(image for image, _ in compose_build_args().values())]
+        for ref in [BASE, NATS, *(image for image, _ in images.values())]
     }
-    report["layers"] = {image: layers(image) for image, _ in compose_build_args().values()}
+    report["layers"] = {image: layers(image) for image, _ in images.values()}
     opts.out.write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "layers"}, indent=1))
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -59,12 +60,41 @@ def run_paired(home: Path, config: str, *overrides: str, timeout: float = 600) -
     return done.stdout
 
 
-def start_run(home: Path, config: str, *overrides: str, log_path: Path | None = None) -> subprocess.Popen:
-    argv = run_argv(config, sets=overrides)
+def start_run(
+    home: Path, config: str, *overrides: str, log_path: Path | None = None, flags: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """`treegrpo run CONFIG FLAGS... --set OVERRIDE...` in the background, its output in home/run.log."""
+    argv = run_argv(config, *flags, sets=overrides)
     out = open(log_path or home / "run.log", "ab")
     return subprocess.Popen(
         argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
     )
+
+
+def serve(home: Path, name: str, url: str, *sets: str) -> subprocess.Popen:
+    """`treegrpo serve NAME` as a process of its own on `url`, as compose or Kubernetes would run it."""
+    argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--set", f'nats.url="{url}"']
+    for s in sets:
+        argv += ["--set", s]
+    log = open(home / f"{name}.log", "ab")
+    return subprocess.Popen(
+        argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+    )
+
+
+def stop(procs: list[subprocess.Popen]) -> list[int]:
+    """SIGTERM each, then their exit codes (a process still there after 30 s is killed)."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(30))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait(5))
+    return codes
 
 
 def pid_running(pid: int) -> bool:

@@ -3,41 +3,25 @@ starts none, publishes `run.started`, follows the run to its end, exports and re
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import sys
 
 import pytest
 
-from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv, run_ids
+from tests.e2e._harness import (
+    ROOT,
+    env_for,
+    export_records,
+    prepare_home,
+    read_log,
+    run_argv,
+    run_ids,
+    serve,
+    stop,
+)
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
-
-def serve(home, name: str, url: str, *sets: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "treegrpo.cli", "serve", name, "--set", f'nats.url="{url}"']
-    for s in sets:
-        argv += ["--set", s]
-    log = open(home / f"{name}.log", "ab")
-    return subprocess.Popen(
-        argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
-    )
-
-
-def stop(procs: list[subprocess.Popen]) -> list[int]:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(30))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes.append(p.wait(5))
-    return codes
 
 
 def test_attached_run_drives_services_someone_else_started_to_completion(tmp_path):

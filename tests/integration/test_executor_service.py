@@ -70,9 +70,9 @@ def sampled(i: int, code: str) -> pb.Event:
     return ev.make_event(RUN, "test/sampler", body)
 
 
-async def wait_executed(bus, node_id: str, timeout: float = 30) -> pb.NodeExecuted:
+async def wait_executed(bus, node_id: str, timeout: float = 30, run_id: str = RUN) -> pb.NodeExecuted:
     for _ in range(int(timeout / 0.1)):
-        got = await bus.last_event(RUN, Kind.NODE_EXECUTED, node_id)
+        got = await bus.last_event(run_id, Kind.NODE_EXECUTED, node_id)
         if got is not None:
             return got.node_executed
         await asyncio.sleep(0.1)

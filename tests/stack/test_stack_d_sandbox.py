@@ -11,11 +11,11 @@ import secrets
 
 import pytest
 
+from tests.integration.test_executor_service import wait_executed
 from tests.stack._stack import Stack
 from treegrpo import events as ev
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
-from treegrpo.events import Kind
 from treegrpo.runner._lifecycle import end_run
 from treegrpo.v1 import events_pb2 as pb
 
@@ -127,16 +127,7 @@ async def run_hostile(stack: Stack, codes: dict[str, str]) -> dict[str, pb.NodeE
                 code=code,
             )
             await bus.publish(ev.make_event(run_id, "test/sampler", sampled))
-        out = {}
-        for name, node in ids.items():
-            for _ in range(1800):
-                got = await bus.last_event(run_id, Kind.NODE_EXECUTED, node)
-                if got is not None:
-                    out[name] = got.node_executed
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError(f"no node.executed for {name} within 180s")
+        out = {name: await wait_executed(bus, node, timeout=180, run_id=run_id) for name, node in ids.items()}
         await end_run(bus, run_id, 1, "stopped", "hostile nodes done")  # never sampled by anyone later
         return out
     finally:

