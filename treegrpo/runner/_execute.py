@@ -195,14 +195,14 @@ async def _execute(
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
         stop.set()
-        # the bus takes no writes: the services cannot drain into it, so no point waiting long
-        sup.stop_all(min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s)
-        with contextlib.suppress(Exception):
+        # the bus takes no writes: the services cannot drain into it, so no point waiting long;
+        # in a thread, so this loop keeps answering the server (pings, acks) while they drain
+        grace = min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s
+        await asyncio.to_thread(sup.stop_all, grace)
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await watcher
-        wait = 3.0 if outcome == BUS_DOWN else 15.0  # a bus that took nothing for minutes: try briefly
-        with contextlib.suppress(Exception):  # NATS down at the very end: the run stays open, resumable
-            with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
-                await asyncio.wait_for(end_run(bus, spec.run_id, attempt, _logged(outcome), reason), wait)
+        with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
+            await _record_end(bus, spec.run_id, attempt, outcome, reason, console)
     if outcome == "completed":
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"
@@ -215,6 +215,31 @@ async def _execute(
     else:
         console.print(f"[red]run {spec.run_id} failed:[/] {reason}")
     return RunResult(spec.run_id, outcome, progress, out_dir, run_dir)
+
+
+async def _record_end(
+    bus: Bus, run_id: str, attempt: int, outcome: str, reason: str, console: Console
+) -> None:
+    """`run.ended` (and `run.completed`), retried until a deadline: the ids are deterministic, so a
+    retry after a lost ack is deduplicated. NATS down at the very end: the run stays open (a later
+    `--resume` continues it), and the output says so."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (3.0 if outcome == BUS_DOWN else 30.0)  # a bus down for minutes: briefly
+    while True:
+        try:
+            left = max(1.0, deadline - loop.time())
+            await asyncio.wait_for(end_run(bus, run_id, attempt, _logged(outcome), reason), min(10.0, left))
+            return
+        except Exception as exc:
+            if loop.time() >= deadline:
+                console.print(
+                    f"[yellow]run {run_id}: its end ({_logged(outcome)}) was not recorded on the log "
+                    f"({type(exc).__name__}: {exc}); the run stays open[/]",
+                    soft_wrap=True,
+                )
+                return
+            log.warning("recording the end of run %s failed, retrying: %r", run_id, exc)
+            await asyncio.sleep(0.5)
 
 
 def _logged(outcome: str) -> str:
