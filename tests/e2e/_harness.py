@@ -67,8 +67,20 @@ def start_run(
     argv = run_argv(config, *flags, sets=overrides)
     out = open(log_path or home / "run.log", "ab")
     return subprocess.Popen(
-        argv, env=env_for(home), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+        argv,
+        env=env_for(home),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """A shell starts background jobs with SIGINT ignored, and the ignore is inherited: under a CI
+    launched that way a run would never see the tests' Ctrl-C. A run in a terminal has the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def serve(home: Path, name: str, url: str, *sets: str) -> subprocess.Popen:

@@ -58,7 +58,10 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
     server, url = nats_up(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=1", "runner.timeout_s=700"]
     try:
-        stopped = start_run(home, "treegrpo/examples/run-small.toml", *sets, log_path=home / "a.log")
+        # far more rounds than it will get to: it must still be running when it is stopped (a
+        # one-round run on this model can complete in under 10 s, before the first poll sees it)
+        long = [*sets[:2], "run.rounds=50", sets[3]]
+        stopped = start_run(home, "treegrpo/examples/run-small.toml", *long, log_path=home / "a.log")
         while not run_ids(home):
             assert stopped.poll() is None, (home / "a.log").read_text()[-3000:]
             time.sleep(0.2)
@@ -68,7 +71,7 @@ def test_runs_on_one_nats_server_never_take_each_others_work(tmp_path):
             assert time.time() < deadline, (home / "a.log").read_text()[-3000:]
             time.sleep(1.0)
         stopped.send_signal(signal.SIGINT)
-        assert stopped.wait(120) == 130
+        assert stopped.wait(120) == 130, (home / "a.log").read_text()[-3000:]
         sampled_a = read_log(home, a, url).counts[Kind.NODE_SAMPLED]
 
         both = [

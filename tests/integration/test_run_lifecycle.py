@@ -12,7 +12,7 @@ from tests.integration.test_sampler_service import config, stop
 from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.events import Kind
-from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, record_end, reopen_run
 from treegrpo_sampler.service import SamplerService
 
 pytestmark = pytest.mark.timeout(150)
@@ -54,6 +54,23 @@ async def test_each_attempt_ends_on_the_log_and_a_resume_reopens_the_run(bus):
         (Kind.RUN_COMPLETED, "completed"),
         (Kind.RUN_ENDED, "completed"),
     ]
+
+
+async def test_an_end_recorded_again_after_a_lost_ack_is_on_the_log_once(bus):
+    await claim_run(bus, RunSpec(run_id="twice", tasks=["spooky-mini"], rounds=1))
+    assert await record_end(bus, "twice", 1, "completed", "every round complete", 5.0)
+    assert await record_end(bus, "twice", 1, "completed", "every round complete", 5.0)  # the retry
+    kinds = [events.kind_of(e) async for _s, e in bus.replay("twice")]
+    assert kinds == [Kind.RUN_STARTED, Kind.RUN_COMPLETED, Kind.RUN_ENDED]
+
+
+async def test_an_end_that_cannot_be_recorded_is_reported_within_its_wait(bus, nats_server):
+    await claim_run(bus, RunSpec(run_id="lost", tasks=["spooky-mini"], rounds=1))
+    nats_server.stop()  # NATS gone just as the run closes
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert not await record_end(bus, "lost", 1, "stopped", "interrupted", 2.0)
+    assert loop.time() - t0 < 6.0
 
 
 async def test_a_sampler_serving_every_run_never_resumes_one_that_ended(

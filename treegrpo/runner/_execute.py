@@ -21,7 +21,7 @@ from treegrpo.events import Kind
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
-from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, reopen_run
+from treegrpo.runner._lifecycle import claim_run, new_run_id, record_end, reopen_run, uninterrupted
 from treegrpo.runner._loop import BUS_DOWN, Loop, watch_forever
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
@@ -195,14 +195,19 @@ async def _execute(
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
         stop.set()
-        # the bus takes no writes: the services cannot drain into it, so no point waiting long;
-        # in a thread, so this loop keeps answering the server (pings, acks) while they drain
+        # the bus takes no writes on BUS_DOWN: the services cannot drain into it, so no point waiting
+        # long; a first Ctrl-C while the run closes (say, just after it completed) must not lose its end
         grace = min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s
-        await asyncio.to_thread(sup.stop_all, grace)
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await watcher
-        with _runner_span(tracer, "end run", spec.run_id, outcome=outcome):
-            await _record_end(bus, spec.run_id, attempt, outcome, reason, console)
+        closing = _close(sup, watcher, grace, tracer, bus, spec.run_id, attempt, outcome, reason)
+        recorded, interrupted = await uninterrupted(closing)
+        if interrupted:
+            console.print("[yellow]interrupted while the run closed: closed it first[/]")
+        if not recorded:
+            console.print(
+                f"[yellow]run {spec.run_id}: its end ({_logged(outcome)}) could not be recorded on the "
+                "log; the run stays open (resumable)[/]",
+                soft_wrap=True,
+            )
     if outcome == "completed":
         if not await _export_and_report(rf, bus, spec.run_id, out_dir, console):
             outcome = "export_failed"
@@ -217,29 +222,25 @@ async def _execute(
     return RunResult(spec.run_id, outcome, progress, out_dir, run_dir)
 
 
-async def _record_end(
-    bus: Bus, run_id: str, attempt: int, outcome: str, reason: str, console: Console
-) -> None:
-    """`run.ended` (and `run.completed`), retried until a deadline: the ids are deterministic, so a
-    retry after a lost ack is deduplicated. NATS down at the very end: the run stays open (a later
-    `--resume` continues it), and the output says so."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + (3.0 if outcome == BUS_DOWN else 30.0)  # a bus down for minutes: briefly
-    while True:
-        try:
-            left = max(1.0, deadline - loop.time())
-            await asyncio.wait_for(end_run(bus, run_id, attempt, _logged(outcome), reason), min(10.0, left))
-            return
-        except Exception as exc:
-            if loop.time() >= deadline:
-                console.print(
-                    f"[yellow]run {run_id}: its end ({_logged(outcome)}) was not recorded on the log "
-                    f"({type(exc).__name__}: {exc}); the run stays open[/]",
-                    soft_wrap=True,
-                )
-                return
-            log.warning("recording the end of run %s failed, retrying: %r", run_id, exc)
-            await asyncio.sleep(0.5)
+async def _close(
+    sup: Supervisor,
+    watcher: asyncio.Task,
+    grace_s: float,
+    tracer: trace.Tracer,
+    bus: Bus,
+    run_id: str,
+    attempt: int,
+    outcome: str,
+    reason: str,
+) -> bool:
+    """Stop the services (in a thread, so this loop keeps answering the server while they drain),
+    then the watcher, then record the attempt's end. False if the end could not be recorded."""
+    await asyncio.to_thread(sup.stop_all, grace_s)
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await watcher
+    with _runner_span(tracer, "end run", run_id, outcome=outcome):
+        wait = 3.0 if outcome == BUS_DOWN else 30.0  # a bus that took nothing for minutes: try briefly
+        return await record_end(bus, run_id, attempt, _logged(outcome), reason, wait)
 
 
 def _logged(outcome: str) -> str:

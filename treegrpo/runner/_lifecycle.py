@@ -10,13 +10,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
+from collections.abc import Coroutine
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def new_run_id() -> str:
@@ -57,3 +64,35 @@ async def end_run(bus: Bus, run_id: str, attempt: int, outcome: str, reason: str
         )
     body = pb.RunEnded(outcome=outcome, reason=reason[:2000], attempt=attempt)
     await bus.publish(ev_mod.make_event(run_id, "runner", body))
+
+
+async def record_end(bus: Bus, run_id: str, attempt: int, outcome: str, reason: str, wait_s: float) -> bool:
+    """`end_run`, retried for `wait_s`: the ids are deterministic, so a retry after a lost ack is
+    deduplicated by the stream. False if the end could not be recorded (the run stays open)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        left = deadline - loop.time()
+        try:
+            await asyncio.wait_for(end_run(bus, run_id, attempt, outcome, reason), min(10.0, max(1.0, left)))
+            return True
+        except Exception as exc:
+            if left <= 0.5:
+                log.warning("the end of run %s was not recorded: %r", run_id, exc)
+                return False
+            log.warning("recording the end of run %s failed, retrying: %r", run_id, exc)
+            await asyncio.sleep(0.5)
+
+
+async def uninterrupted(work: Coroutine[Any, Any, T]) -> tuple[T, bool]:
+    """`work`'s result, run to its end even if the calling task is cancelled meanwhile (asyncio.run's
+    answer to a first Ctrl-C), and whether it was. A second Ctrl-C raises KeyboardInterrupt: hard stop."""
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while True:
+        try:
+            return await asyncio.shield(task), interrupted
+        except asyncio.CancelledError:
+            if task.cancelled():  # the work itself was cancelled, not only this wait
+                raise
+            interrupted = True
