@@ -1,4 +1,5 @@
-"""Ctrl-C stops a run cleanly; `treegrpo run --resume RUN` finishes it with nothing lost or doubled."""
+"""Ctrl-C (or SIGTERM) stops a run cleanly; `treegrpo run --resume RUN` finishes it with nothing lost
+or doubled."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.e2e._harness import (
     ROOT,
     env_for,
     export_records,
+    home_processes,
     prepare_home,
     read_log,
     run_argv,
@@ -23,23 +25,27 @@ from treegrpo.events import Kind
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
+def _wait_for_round_1(home, proc) -> str:
+    while not run_ids(home) and proc.poll() is None:
+        time.sleep(0.2)
+    (run_id,) = run_ids(home)
+    sampler_log = home / "runs" / run_id / "logs" / "sampler.log"
+    deadline = time.time() + 300
+    while time.time() < deadline:  # interrupt once the sampler has sampled something
+        if sampler_log.exists() and "round 1 complete" in sampler_log.read_text():
+            return run_id
+        time.sleep(0.5)
+    raise AssertionError((home / "run.log").read_text()[-3000:])
+
+
 def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     home = tmp_path / "home"
     model = prepare_home(home)
     sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=3"]
     proc = start_run(home, "treegrpo/examples/run-small.toml", *sets)
-    while not run_ids(home) and proc.poll() is None:
-        time.sleep(0.2)
-    (run_id,) = run_ids(home)
-    export_dir = home / "runs" / run_id / "logs"
-    deadline = time.time() + 300
-    while time.time() < deadline:  # interrupt once the sampler has sampled something
-        log = (export_dir / "sampler.log").read_text() if (export_dir / "sampler.log").exists() else ""
-        if "round 1 complete" in log:
-            break
-        time.sleep(0.5)
+    run_id = _wait_for_round_1(home, proc)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(120) == 130
+    assert proc.wait(120) == 130, (home / "run.log").read_text()[-3000:]
     assert "resume with" in (home / "run.log").read_text()
     # the runner gives up (and stops its services) before the test's own timeout
     argv = run_argv(
@@ -54,3 +60,17 @@ def test_interrupted_run_resumes_to_exactly_the_expected_nodes(tmp_path):
     assert len(log.groups_trained) == len(set(log.groups_trained))
     assert log.counts[Kind.RUN_STARTED] == 1
     assert len(export_records(home / "runs" / run_id / "export")) == n
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    home = tmp_path / "home"
+    model = prepare_home(home)
+    sets = [f'sampler.model="{model}"', f'learner.model="{model}"', "run.rounds=50"]  # far from done
+    proc = start_run(home, "treegrpo/examples/run-small.toml", *sets)
+    run_id = _wait_for_round_1(home, proc)
+    proc.send_signal(signal.SIGTERM)  # `kill`, a container stop
+    assert proc.wait(120) == 130, (home / "run.log").read_text()[-3000:]
+    assert "resume with" in (home / "run.log").read_text()
+    assert home_processes(home) == {}  # services drained, the embedded server let go
+    log = read_log(home, run_id)
+    assert log.counts[Kind.RUN_ENDED] == 1 and log.counts[Kind.RUN_COMPLETED] == 0

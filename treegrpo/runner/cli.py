@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import signal
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -14,6 +17,7 @@ from treegrpo.runner._config import load_run_file
 from treegrpo.runner._examples import DEMO, example, resolve_run_file
 
 console = Console(highlight=False)
+T = TypeVar("T")
 
 
 def resume_command(config: Path | None, overrides: list[str]) -> str:
@@ -24,6 +28,17 @@ def resume_command(config: Path | None, overrides: list[str]) -> str:
         if not o.startswith("run."):
             argv += ["--set", o]
     return " ".join(shlex.quote(a) if a != "{run_id}" else a for a in argv)
+
+
+async def _stoppable(work: Coroutine[Any, Any, T]) -> T:
+    """SIGTERM (`kill`, a container stop, a CI's timeout) stops a run as a first Ctrl-C does:
+    services drained, `run.ended stopped` recorded, resumable."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+    try:
+        return await work
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
@@ -44,10 +59,10 @@ def _execute(config: Path | None, overrides: list[str], resume: str, control: bo
         return 2
     try:
         if control:
-            result = asyncio.run(execute_paired(config, overrides, console, how))
+            result = asyncio.run(_stoppable(execute_paired(config, overrides, console, how)))
         else:
-            result = asyncio.run(execute(rf, resume=resume, console=console, resume_cmd=how))
-    except KeyboardInterrupt:
+            result = asyncio.run(_stoppable(execute(rf, resume=resume, console=console, resume_cmd=how)))
+    except (KeyboardInterrupt, asyncio.CancelledError):  # stopped before the run began
         return 130
     except ConfigError as exc:
         console.print(f"[red]{exc}[/]")
