@@ -195,10 +195,10 @@ async def _execute(
         outcome, reason = "stopped", "interrupted (Ctrl-C or SIGTERM); resumable"
     finally:
         stop.set()
-        # the bus takes no writes on BUS_DOWN: the services cannot drain into it, so no point waiting
-        # long; a first Ctrl-C while the run closes (say, just after it completed) must not lose its end
-        grace = min(rf.runner.stop_grace_s, 5.0) if outcome == BUS_DOWN else rf.runner.stop_grace_s
-        closing = _close(sup, watcher, grace, tracer, bus, spec.run_id, attempt, outcome, reason)
+        # a first Ctrl-C while the run closes (say, just after it completed) must not lose its end
+        closing = _close(
+            sup, watcher, rf.runner.stop_grace_s, tracer, bus, spec.run_id, attempt, outcome, reason
+        )
         recorded, interrupted = await uninterrupted(closing)
         if interrupted:
             console.print("[yellow]interrupted while the run closed: closed it first[/]")
@@ -234,13 +234,15 @@ async def _close(
     reason: str,
 ) -> bool:
     """Stop the services (in a thread, so this loop keeps answering the server while they drain),
-    then the watcher, then record the attempt's end. False if the end could not be recorded."""
-    await asyncio.to_thread(sup.stop_all, grace_s)
+    then the watcher, then record the attempt's end. False if the end could not be recorded.
+    On BUS_DOWN the bus took nothing for minutes: the services cannot drain into it and the end is
+    tried briefly."""
+    down = outcome == BUS_DOWN
+    await asyncio.to_thread(sup.stop_all, min(grace_s, 5.0) if down else grace_s)
     with contextlib.suppress(Exception, asyncio.CancelledError):
         await watcher
     with _runner_span(tracer, "end run", run_id, outcome=outcome):
-        wait = 3.0 if outcome == BUS_DOWN else 30.0  # a bus that took nothing for minutes: try briefly
-        return await record_end(bus, run_id, attempt, _logged(outcome), reason, wait)
+        return await record_end(bus, run_id, attempt, _logged(outcome), reason, 3.0 if down else 30.0)
 
 
 def _logged(outcome: str) -> str:
