@@ -19,3 +19,13 @@ def test_a_kv_cache_dtype_vllm_does_not_know_is_refused_at_config_load():
     assert cfg.vllm.kv_cache_dtype == "fp8_e4m3"
     with pytest.raises(ConfigError, match="kv_cache_dtype"):
         from_values(SamplerConfig, {"vllm": {"kv_cache_dtype": "int4"}})
+
+
+def test_sleep_mode_and_the_deltanet_state_dtype_reach_the_engine_only_when_set():
+    default = VllmBackend("m", VllmSettings())._optional_args()
+    assert "enable_sleep_mode" not in default and "mamba_ssm_cache_dtype" not in default
+    args = VllmBackend(
+        "m", VllmSettings(sleep_when_idle=True, mamba_ssm_cache_dtype="float32")
+    )._optional_args()
+    assert args["enable_sleep_mode"] is True
+    assert args["mamba_ssm_cache_dtype"] == "float32"

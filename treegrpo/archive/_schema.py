@@ -15,7 +15,18 @@ import orjson
 
 from treegrpo.events import Status
 
-PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
+PHASES = (
+    "update_weights",
+    "gen",
+    "old_log_prob",
+    "ref",
+    "adv",
+    "update_actor",
+    "save_checkpoint",
+    # not in the seed's runs: only a learner that shares its GPU with the sampler's engine times them
+    "sleep",
+    "wake",
+)
 RESOURCE_KEYS = ("cpu", "mem", "ephemeral", "gpu")
 EXEC_TIMING_KEYS = ("pending", "stage", "exec", "retrieve")
 STATUSES = tuple(s.value for s in Status)  # the seed's six, in its order (plain str: JSON keys)

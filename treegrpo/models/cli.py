@@ -30,17 +30,27 @@ def init(
         "within a line (recurring lines become one token)",
     ),
     force: bool = typer.Option(False, help="Overwrite a folder that already holds a model"),
+    shape: str = typer.Option(
+        "",
+        help="One of the seed's models as a random bf16 checkpoint of its real shape instead: "
+        "qwen35-9b | qwen36-27b | qwen35-tiny (Qwen3_5ForConditionalGeneration, docs/VLLM.md)",
+    ),
+    device: str = typer.Option("cpu", help="Where --shape's weights are made (cuda: seconds, not minutes)"),
 ) -> None:
     """Write a Qwen3-architecture model with random weights and a locally trained tokenizer."""
     from treegrpo.models._builder import build_model
+    from treegrpo.models._seed_shapes import build_seed_model
 
-    out = out_dir or treegrpo_home() / "models" / size
+    out = out_dir or treegrpo_home() / "models" / (shape or size)
     if (out / "config.json").exists() and not force:
         console.print(f"[yellow]{out} already holds a model; --force to rebuild[/]")
         raise typer.Exit(0)
     started = time.perf_counter()
-    with console.status(f"training a {vocab_size}-token BPE and building the {size} model …"):
-        build_model(out, size=size, vocab_size=vocab_size, seed=seed, tokenizer_split=tokenizer_split)
+    with console.status(f"building the {shape or size} model …"):
+        if shape:
+            build_seed_model(out, shape, device=device, seed=seed)
+        else:
+            build_model(out, size=size, vocab_size=vocab_size, seed=seed, tokenizer_split=tokenizer_split)
     info = json.loads((out / "treegrpo_model.json").read_text())
     console.print(
         f"[green]wrote[/] {out}: {info['params'] / 1e6:.1f}M params, vocab {info['vocab_size']}, "

@@ -23,7 +23,11 @@ STATUS_COLORS = {
     Status.NO_SUBMISSION: "#8c564b",
 }
 PHASE_COLORS = dict(
-    zip(PHASES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"], strict=False)
+    zip(
+        PHASES,
+        ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"],
+        strict=False,
+    )
 )
 
 

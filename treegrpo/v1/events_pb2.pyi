@@ -305,7 +305,7 @@ class GroupScored(_message.Message):
     def __init__(self, sibling_group: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., partial: bool = ...) -> None: ...
 
 class Phases(_message.Message):
-    __slots__ = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint")
+    __slots__ = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor", "save_checkpoint", "sleep", "wake")
     UPDATE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     GEN_FIELD_NUMBER: _ClassVar[int]
     OLD_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
@@ -313,6 +313,8 @@ class Phases(_message.Message):
     ADV_FIELD_NUMBER: _ClassVar[int]
     UPDATE_ACTOR_FIELD_NUMBER: _ClassVar[int]
     SAVE_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    SLEEP_FIELD_NUMBER: _ClassVar[int]
+    WAKE_FIELD_NUMBER: _ClassVar[int]
     update_weights: float
     gen: float
     old_log_prob: float
@@ -320,7 +322,9 @@ class Phases(_message.Message):
     adv: float
     update_actor: float
     save_checkpoint: float
-    def __init__(self, update_weights: _Optional[float] = ..., gen: _Optional[float] = ..., old_log_prob: _Optional[float] = ..., ref: _Optional[float] = ..., adv: _Optional[float] = ..., update_actor: _Optional[float] = ..., save_checkpoint: _Optional[float] = ...) -> None: ...
+    sleep: float
+    wake: float
+    def __init__(self, update_weights: _Optional[float] = ..., gen: _Optional[float] = ..., old_log_prob: _Optional[float] = ..., ref: _Optional[float] = ..., adv: _Optional[float] = ..., update_actor: _Optional[float] = ..., save_checkpoint: _Optional[float] = ..., sleep: _Optional[float] = ..., wake: _Optional[float] = ...) -> None: ...
 
 class LearnerStepped(_message.Message):
     __slots__ = ("step", "total_s", "phases_s", "metrics", "sibling_groups", "policy_version", "staleness", "groups_with_signal", "groups_dropped_stale", "last_stream_seq")
@@ -370,16 +374,20 @@ class PolicyPublished(_message.Message):
     def __init__(self, version: _Optional[int] = ..., adapter_key: _Optional[str] = ..., sha256: _Optional[str] = ..., bytes: _Optional[int] = ..., step: _Optional[int] = ..., base_model: _Optional[str] = ...) -> None: ...
 
 class PolicyLoaded(_message.Message):
-    __slots__ = ("version", "sampler_id", "load_seconds", "sha256")
+    __slots__ = ("version", "sampler_id", "load_seconds", "sha256", "sleep_seconds", "wake_seconds")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SAMPLER_ID_FIELD_NUMBER: _ClassVar[int]
     LOAD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    SLEEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WAKE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     version: int
     sampler_id: str
     load_seconds: float
     sha256: str
-    def __init__(self, version: _Optional[int] = ..., sampler_id: _Optional[str] = ..., load_seconds: _Optional[float] = ..., sha256: _Optional[str] = ...) -> None: ...
+    sleep_seconds: float
+    wake_seconds: float
+    def __init__(self, version: _Optional[int] = ..., sampler_id: _Optional[str] = ..., load_seconds: _Optional[float] = ..., sha256: _Optional[str] = ..., sleep_seconds: _Optional[float] = ..., wake_seconds: _Optional[float] = ...) -> None: ...
 
 class DeadLettered(_message.Message):
     __slots__ = ("consumer", "subject", "reason", "payload", "stream_seq")

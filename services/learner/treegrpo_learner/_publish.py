@@ -112,18 +112,23 @@ async def push(endpoint: str, run_id: str, pub: Published, timeout_s: float) -> 
 
 async def loaded_count(bus: Bus, run_id: str, version: int, sha256: str) -> int:
     """Samplers that announced `policy.loaded` of this version with this sha256."""
+    return len(await loaded_facts(bus, run_id, version, sha256))
+
+
+async def loaded_facts(bus: Bus, run_id: str, version: int, sha256: str) -> list[pb.PolicyLoaded]:
+    """The `policy.loaded` facts of this version with this sha256, one per sampler."""
     pattern = f"{ev_mod.SUBJECT_ROOT}.{run_id}.policy.loaded.{version}.*"
     try:
         info = await bus.js.stream_info(STREAM, subjects_filter=pattern)
     except Exception:  # a bus hiccup: count nothing, the caller waits and asks again
-        return 0
-    n = 0
+        return []
+    facts = []
     for subject in info.state.subjects or {}:
         sampler = subject.rsplit(".", 1)[-1]
         event = await bus.last_event(run_id, Kind.POLICY_LOADED, (str(version), sampler))
         if event is not None and event.policy_loaded.sha256 in ("", sha256):
-            n += 1
-    return n
+            facts.append(event.policy_loaded)
+    return facts
 
 
 class Publisher:
@@ -156,11 +161,15 @@ class Publisher:
         attempt = 0
         for attempt in range(1, self.attempts + 1):  # noqa: B007 (reported below)
             await asyncio.gather(*(self._push_one(e, run_id, pub) for e in self.endpoints))
-            if await self._wait_loaded(run_id, pub):
+            facts = await self._wait_loaded(run_id, pub)
+            if facts is not None:
                 return {
                     "push_attempts": float(attempt),
                     "push_s": time.perf_counter() - started,
                     "push_confirmed": 1.0,
+                    # colocated engines: the slowest one's sleep before the step and wake for this version
+                    "sampler_sleep_s": max((f.sleep_seconds for f in facts), default=0.0),
+                    "sampler_wake_s": max((f.wake_seconds for f in facts), default=0.0),
                 }
             log.warning(
                 "version %d: %d confirmation(s) missing after %.0fs (attempt %d/%d)",
@@ -191,14 +200,16 @@ class Publisher:
         if not ack.accepted:
             log.warning("sampler %s refused v%d: %s", endpoint, pub.version, ack.reason)
 
-    async def _wait_loaded(self, run_id: str, pub: Published) -> bool:
+    async def _wait_loaded(self, run_id: str, pub: Published) -> list[pb.PolicyLoaded] | None:
+        """Every expected sampler's `policy.loaded` of this version; None when some never came."""
         if self.expect == 0:
-            return True
+            return []
         deadline = time.monotonic() + self.loaded_timeout_s
         delay = 0.02
         while time.monotonic() < deadline:
-            if await loaded_count(self.bus, run_id, pub.version, pub.sha256) >= self.expect:
-                return True
+            facts = await loaded_facts(self.bus, run_id, pub.version, pub.sha256)
+            if len(facts) >= self.expect:
+                return facts
             await asyncio.sleep(delay)
             delay = min(0.5, delay * 2)
-        return False
+        return None

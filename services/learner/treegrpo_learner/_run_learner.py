@@ -18,7 +18,7 @@ from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
-from treegrpo_learner import _restore
+from treegrpo_learner import _colocate, _restore
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member
 from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
@@ -53,12 +53,16 @@ class RunLearner:
             cfg.loaded_timeout_s,
             cfg.push_attempts,
         )
-        self.model_path = cfg.model or str(treegrpo_home() / "models" / "small")
+        self.model_path = (
+            str(Path(cfg.model).expanduser()) if cfg.model else str(treegrpo_home() / "models" / "small")
+        )
         self.need = cfg.groups_per_step or len(spec.tasks) * spec.tree.expansions
         self.sync = spec.max_staleness == 0
 
     # ---- opening and restoring -----------------------------------------------------------------
     async def open(self) -> None:
+        co = self.cfg.colocate
+        await _colocate.wait_for_engine(self.cfg.device, co.engine_gib, co.settle_s, co.wait_timeout_s)
         await asyncio.to_thread(self._build)
         fact = await _restore.restore(self)  # CheckpointError: nothing can rebuild the state
         if fact is not None:
@@ -202,6 +206,10 @@ class RunLearner:
                 ta = time.perf_counter()
                 samples, with_signal, staleness = self.samples(batch)
                 phases["adv"] = time.perf_counter() - ta
+            co = self.cfg.colocate
+            phases["sleep"] = await _colocate.wait_for_memory(
+                self.cfg.device, co.min_free_gib, co.wait_timeout_s
+            )
             out = await self.train(samples)
             pad = max(0.0, self.cfg.min_step_seconds - (time.perf_counter() - t0))
             if pad:
@@ -212,6 +220,8 @@ class RunLearner:
             metrics.update(out.metrics)
             self.advance(batch)
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
+            if co.release_after_step:
+                await asyncio.to_thread(_colocate.release, self.cfg.device)
             record = self._record(batch, phases, metrics, with_signal, staleness, dropped)
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
@@ -227,7 +237,11 @@ class RunLearner:
                 tu = time.perf_counter()
                 published = await self.upload(adapter)
                 record.metrics.update(await self.publisher.deliver(self.run_id, published))
-                record.phases_s.update_weights = time.perf_counter() - tu
+                # a colocated engine's wake is its own phase, not the weights' transfer and load
+                wake = record.metrics.get("sampler_wake_s", 0.0)
+                record.phases_s.update_weights = time.perf_counter() - tu - wake
+                if wake:
+                    record.phases_s.wake = wake
             record.total_s = waited_s + (time.perf_counter() - t0)
             span.set_attribute("treegrpo.policy_version", self.state.step)
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
@@ -271,6 +285,8 @@ class RunLearner:
         )
         for k in ("gen", "old_log_prob", "ref", "adv", "update_actor"):
             setattr(rec.phases_s, k, float(phases.get(k, 0.0)))
+        if phases.get("sleep"):
+            rec.phases_s.sleep = phases["sleep"]
         rec.metrics.update({k: float(v) for k, v in metrics.items()})
         rec.metrics["groups"] = float(len(batch.groups))
         rec.metrics["signal_share"] = with_signal / max(1, len(batch.groups))

@@ -29,6 +29,40 @@ class WandbSettings(Section):
     dir: str = Field(default="", description="W&B run folder; empty = <checkpoint_dir>/wandb")
 
 
+class ColocateSettings(Section):
+    """A learner sharing its GPU with the sampler's vLLM engine (sleep mode, docs/VLLM.md)."""
+
+    min_free_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Before a step, wait until the device has this much free memory (the engine has gone to "
+            "sleep); 0 = never wait (a GPU of its own, or the CPU)"
+        ),
+    )
+    wait_timeout_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Longest wait for that memory; past it the step fails as transient (retried)",
+    )
+    engine_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Before loading the base model, wait until the device holds this much (the sampler's "
+            "engine has started and sized its cache) and stays steady for settle_s; 0 = load at once"
+        ),
+    )
+    settle_s: float = Field(default=20.0, gt=0, description="How long the device's use must stay steady")
+    release_after_step: bool = Field(
+        default=False,
+        description=(
+            "Return the step's cached activation memory to the device before publishing, so the "
+            "engine can wake into it"
+        ),
+    )
+
+
 class LearnerConfig(ServiceSettings):
     """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
 
@@ -172,3 +206,6 @@ class LearnerConfig(ServiceSettings):
         default=4096, ge=1, description="group.scored messages held unacked until trained"
     )
     wandb: WandbSettings = Field(default_factory=WandbSettings, description="Optional W&B logging")
+    colocate: ColocateSettings = Field(
+        default_factory=ColocateSettings, description="Sharing the GPU with the sampler's engine"
+    )

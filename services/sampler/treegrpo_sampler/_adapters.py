@@ -155,6 +155,7 @@ class AdapterLoader:
 
     async def _swap(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
         started = time.perf_counter()
+        slept = getattr(self.backend, "asleep", False)  # a colocated engine wakes inside this load
         try:
             async with self.gate.swapping():
                 await self.backend.load_adapter(version, folder)
@@ -163,6 +164,9 @@ class AdapterLoader:
         seconds = time.perf_counter() - started
         self.serving_sha, self.serving_run = sha, run_id
         body = pb.PolicyLoaded(version=version, sampler_id=self.sampler_id, load_seconds=seconds, sha256=sha)
+        if slept:
+            body.sleep_seconds = self.backend.last_sleep_seconds
+            body.wake_seconds = self.backend.last_wake_seconds
         await self.bus.publish(events.make_event(run_id, self.producer, body))
         self.loaded.set()
         self.loaded = asyncio.Event()

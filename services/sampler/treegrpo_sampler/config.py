@@ -73,6 +73,28 @@ class VllmSettings(Section):
             "('' = vLLM's choice)"
         ),
     )
+    mamba_ssm_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description=(
+            "dtype of the Gated DeltaNet (Qwen3.5/3.6) recurrent state; kv_cache_dtype covers only the "
+            "full-attention layers of these hybrid models (auto = the weights')"
+        ),
+    )
+    sleep_when_idle: bool = Field(
+        default=False,
+        description=(
+            "Colocated with the learner on one GPU: put the engine to sleep (vLLM sleep mode) while "
+            "the sampler waits for the next policy version, so the learner's step has the memory; "
+            "woken before the next adapter loads (docs/VLLM.md, 'Sharing one GPU with the learner')"
+        ),
+    )
+    sleep_level: Literal[1, 2] = Field(
+        default=1,
+        description=(
+            "1: weights copied to host memory and the KV cache dropped (fast wake); "
+            "2: weights dropped too (wake re-reads them from the model folder)"
+        ),
+    )
 
 
 class OpenAISettings(Section):

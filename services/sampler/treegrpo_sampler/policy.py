@@ -160,3 +160,25 @@ def next_expansions(
                 if exp is not None and exp.group_id not in busy:
                     ready.append(((r, -step, t_index), exp))
     return [e for _, e in sorted(ready, key=lambda x: x[0])]
+
+
+def waits_for_policy(spec: RunSpec, rounds: dict[tuple[str, int], RoundState], loaded_version: int) -> bool:
+    """True when the run's next work needs a newer policy version than `loaded_version` (every task's
+    first open round is held back by the staleness rule): the learner's turn, when a sampler that
+    shares its GPU can release it. False while some round can still be sampled or all are done."""
+    held = False
+    for task in spec.tasks:
+        first_open = next(
+            (
+                r
+                for r in range(1, spec.rounds + 1)
+                if not (rounds.get((task, r)) or RoundState(task, r)).completed
+            ),
+            None,
+        )
+        if first_open is None:
+            continue
+        if version_allows(first_open, loaded_version, spec):
+            return False
+        held = True
+    return held

@@ -29,7 +29,7 @@ from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
 from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
-from treegrpo_sampler.policy import Expansion, next_expansions, round_complete
+from treegrpo_sampler.policy import Expansion, next_expansions, round_complete, waits_for_policy
 
 log = logging.getLogger(__name__)
 RETRY_S = 5.0  # a group whose sampling failed (bus down, missing task folder) is retried after this
@@ -254,6 +254,17 @@ class SamplerService(Service):
             for state in runs:
                 if self._launch(state, share):
                     self._served_at[state.run_id] = time.monotonic()
+            await self._maybe_sleep(runs)
+
+    async def _maybe_sleep(self, runs: list[RunState]) -> None:
+        """A colocated engine releases the GPU once every open run waits for the learner's next
+        version (not between a round's expansions: those wait only for the executor and grader)."""
+        sleep = getattr(self.backend, "sleep", None)
+        if sleep is None or self._busy or not runs or getattr(self.backend, "asleep", False):
+            return
+        version = self.backend.version
+        if all(waits_for_policy(s.spec, s.rounds, version) for s in runs):
+            await sleep()
 
     def _launch(self, state: RunState, share: int) -> int:
         """Start up to `share` of the free slots' groups for this run; how many started."""

@@ -65,6 +65,9 @@ class VllmBackend:
         self._inflight: Counter[int] = Counter()  # lora id -> requests running on it
         self._retired: set[int] = set()  # ids replaced by a newer load, still in the engine
         self.last_swap_seconds = 0.0
+        self._asleep = False
+        self.last_sleep_seconds = 0.0  # how long the last sleep took to release the GPU
+        self.last_wake_seconds = 0.0  # how long the last wake took to give it back
 
     @property
     def version(self) -> int:
@@ -121,7 +124,45 @@ class VllmBackend:
             args["gdn_prefill_backend"] = s.gdn_prefill_backend
         if s.kv_cache_dtype != "auto":
             args["kv_cache_dtype"] = s.kv_cache_dtype
+        if s.sleep_when_idle:
+            args["enable_sleep_mode"] = True
+        if s.mamba_ssm_cache_dtype != "auto":
+            args["mamba_ssm_cache_dtype"] = s.mamba_ssm_cache_dtype
         return args
+
+    @property
+    def asleep(self) -> bool:
+        return self._asleep
+
+    async def sleep(self) -> bool:
+        """Release the GPU to a colocated learner (sleep mode); False if the engine cannot sleep
+        now: sleep off, not started, already asleep, or requests still running."""
+        if not self.settings.sleep_when_idle or self._engine is None or self._asleep:
+            return False
+        async with self._load_lock:
+            if sum(self._inflight.values()) or self._asleep:
+                return False
+            started = time.perf_counter()
+            # the prefix cache is dropped with the KV blocks: level 1 keeps the weights in host memory
+            await self._engine.sleep(self.settings.sleep_level)
+            self._asleep = True
+            self.last_sleep_seconds = time.perf_counter() - started
+        log.info("vllm: asleep (level %d) in %.2fs", self.settings.sleep_level, self.last_sleep_seconds)
+        return True
+
+    async def wake(self) -> float:
+        """Take the GPU back before serving; the seconds it took (0 when awake already)."""
+        if not self._asleep:
+            return 0.0
+        async with self._load_lock:
+            if not self._asleep:
+                return 0.0
+            started = time.perf_counter()
+            await self._engine.wake_up()
+            self._asleep = False
+            self.last_wake_seconds = time.perf_counter() - started
+        log.info("vllm: awake in %.2fs", self.last_wake_seconds)
+        return self.last_wake_seconds
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The chat template applied as the model expects, with the assistant turn opened."""
@@ -132,6 +173,7 @@ class VllmBackend:
         self, messages: list[dict[str, str]], n: int, params: SamplingParams
     ) -> list[Completion]:
         await self.start()
+        await self.wake()
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -190,6 +232,7 @@ class VllmBackend:
         folder = Path(adapter_dir).resolve()
         if not (folder / "adapter_config.json").is_file():
             raise ValueError(f"adapter v{version}: {folder} has no adapter_config.json")
+        await self.wake()  # the learner has stepped and released the GPU: the new version serves next
         started = time.perf_counter()
         # Qwen3.5 (ConditionalGeneration) names its layers model.language_model.*: rename or nothing applies
         folder = await asyncio.to_thread(adapter_for_engine, self.model, folder)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The seed's presets through the whole loop on one H200 (issue 29): vLLM + fla staged, then
+# tests/gpu/test_seed_presets_gpu.py runs `treegrpo run treegrpo/examples/seed-<shape>-h200.toml`
+# (sampler and learner on the one GPU, the engine asleep while the learner steps), and
+# benchmarks/seed_round_summary.py turns the run's timing.jsonl, log and nvidia-smi dmon into
+# $OUT/<shape>/summary.json (the seed's per-step phases, memory, GPU busy share).
+#
+# One device command is at most 10 minutes and a round of the 27B takes longer, so the run is
+# started detached (setsid: it survives the command while the machine stays warm, ~30 s between
+# commands) and later commands wait for it. From the checkout root, commands back to back:
+#   here:  scripts/gpu_vllm.sh prepare 60 && scripts/gpu_fla.sh prepare 60   # .vst1-4, .fla1-2
+#   there: bash benchmarks/seed_round_gpu.sh stash .vst1      (.vst2, .vst3, .fla1: one per command)
+#   there: bash benchmarks/seed_round_gpu.sh stash .vst4 vllm  (joins and installs vLLM)
+#   there: bash benchmarks/seed_round_gpu.sh stash .fla2 fla   (joins and installs Triton 3.7.1 + fla)
+#   there: bash benchmarks/seed_round_gpu.sh start qwen35-9b   (then: wait, until it says done)
+#   there: bash benchmarks/seed_round_gpu.sh wait [LIMIT_S]
+# Results under $OUT (what the last command wrote comes back).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+SITE=${SITE:-/root/site}
+STATE=${SEED_STATE:-/root/seed-round}
+mkdir -p "$OUT" "$STATE"
+
+env_for_run() {
+  export PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
+    VLLM_WORKER_MULTIPROC_METHOD=spawn OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false \
+    HF_HUB_OFFLINE=1 TG_GPU_HOME=$STATE/home TG_GPU_OUT=$STATE/out
+}
+
+stash() {  # stash DIR [vllm|fla]: keep one piece; the last piece of a set installs it
+  case "$1" in
+    .vst*) scripts/gpu_vllm.sh stash "$1" > /dev/null ;;
+    .fla*) scripts/gpu_fla.sh stash "$1" > /dev/null ;;
+  esac
+  case "${2:-}" in
+    vllm) scripts/gpu_vllm.sh install 2>&1 | tail -2 ;;
+    fla) scripts/gpu_fla.sh install 2>&1 | tail -2 ;;
+  esac
+  df -h /root | tail -1
+}
+
+start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
+  env_for_run
+  bash scripts/install_local.sh python3 > "$STATE/install_local.log" 2>&1 || { tail -5 "$STATE/install_local.log"; exit 1; }
+  python3 -c 'import vllm, fla, triton, torch; print("vllm", vllm.__version__, "fla", fla.__version__, "triton", triton.__version__, "torch", torch.__version__)'
+  rm -f "$STATE/rc"
+  echo "$1" > "$STATE/current"
+  TG_SEED_SHAPES=$1 setsid bash -c "python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/gpu/test_seed_presets_gpu.py \
+    > $STATE/pytest.log 2>&1; echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
+  echo "started $1 (pid $!)"
+  wait_for "${2:-420}"
+}
+
+wait_for() {  # wait [LIMIT_S]: until the test ends or the limit; what there is so far goes to $OUT
+  local limit=${1:-540} t0=$SECONDS
+  while [ ! -f "$STATE/rc" ] && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 5; done
+  collect
+  if [ -f "$STATE/rc" ]; then echo "done: pytest rc=$(cat "$STATE/rc")"; tail -15 "$STATE/pytest.log"; else echo "still running after $((SECONDS - t0)) s"; fi
+}
+
+collect() {
+  env_for_run
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
+  local shape d
+  for shape in $(tr ',' ' ' < "$STATE/current"); do
+    d=$STATE/out/$shape
+    [ -d "$d" ] || continue
+    python3 benchmarks/seed_round_summary.py "$d" > "$OUT/summary_$shape.json" 2> "$OUT/summary_$shape.err"
+    tail -c 60000 "$d/run.log" > "$OUT/run_$shape.log" 2>/dev/null
+    cp "$d/timing.jsonl" "$OUT/timing_$shape.jsonl" 2>/dev/null
+  done
+  cp "$STATE/pytest.log" "$OUT/pytest.log" 2>/dev/null
+  local logs; logs=$(ls -td "$STATE"/home/runs/*/logs 2>/dev/null | head -1)
+  [ -n "$logs" ] && tar -C "$logs" -czf "$OUT/service_logs.tgz" . 2>/dev/null
+  true
+}
+
+case "${1:-}" in
+  stash) stash "$2" "${3:-}" ;;
+  start) start "$2" "${3:-420}" ;;
+  wait) wait_for "${2:-540}" ;;
+  *) echo "usage: $0 stash DIR [vllm|fla] | start SHAPES [WAIT_S] | wait [LIMIT_S]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,92 @@
+"""Sharing one GPU with the sampler's vLLM engine: wait for it to sleep, give the memory back.
+
+In a synchronous run (max_staleness = 0) the sampler's engine and the learner take turns: the
+engine sleeps once every run waits for the next policy version (vLLM sleep mode: weights to host
+memory, KV cache dropped), the learner steps, returns its cached activation memory to the device,
+and publishes; the engine wakes inside the adapter load. The learner cannot see the engine, so it
+waits for what it needs, free device memory, rather than for a fact: any tenant that releases the
+GPU lets it go on, and a learner on a GPU of its own (min_free_gib = 0) never waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from treegrpo.bus import TransientError
+
+log = logging.getLogger(__name__)
+POLL_S = 0.25
+
+
+def free_gib(device: str) -> float | None:
+    """Free memory of a CUDA device in GiB (None: not a CUDA device)."""
+    import torch
+
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return free / 2**30
+
+
+async def wait_for_memory(device: str, min_free_gib: float, timeout_s: float) -> float:
+    """Seconds waited until `device` has `min_free_gib` free; 0 when there is nothing to wait for."""
+    if min_free_gib <= 0 or free_gib(device) is None:
+        return 0.0
+    started = time.perf_counter()
+    logged = False
+    while (free := free_gib(device)) is not None and free < min_free_gib:
+        waited = time.perf_counter() - started
+        if waited > timeout_s:
+            # the engine may still be finishing a request or stuck: the step is retried later
+            raise TransientError(
+                f"{device}: {free:.1f} GiB free after {waited:.0f}s, the step needs {min_free_gib:.1f}", 10.0
+            )
+        if not logged:
+            log.info(
+                "%s: %.1f GiB free, waiting for %.1f (the sampler's engine to sleep)",
+                device,
+                free,
+                min_free_gib,
+            )
+            logged = True
+        await asyncio.sleep(POLL_S)
+    return time.perf_counter() - started
+
+
+def release(device: str) -> None:
+    """Return the allocator's cached blocks (the step's activations) to the device."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize(torch.device(device))
+        torch.cuda.empty_cache()
+
+
+async def wait_for_engine(device: str, engine_gib: float, settle_s: float, timeout_s: float) -> float:
+    """Seconds waited before loading the base model: until the device holds `engine_gib` (the
+    sampler's engine has started) and its use has stayed within 1 GiB for `settle_s`.
+
+    vLLM sizes its KV cache from the memory it sees while it profiles at start; a learner loading
+    tens of GB at that moment would be counted as the engine's own use (or leave it none), so the
+    two never start together: the engine first, then the learner into what it left."""
+    if engine_gib <= 0 or free_gib(device) is None:
+        return 0.0
+    import torch
+
+    total = torch.cuda.mem_get_info(torch.device(device))[1] / 2**30
+    started = steady_since = time.perf_counter()
+    last = -1.0
+    while True:
+        now = time.perf_counter()
+        used = total - (free_gib(device) or 0.0)
+        if abs(used - last) > 1.0 or used < engine_gib:
+            steady_since, last = now, used
+        elif now - steady_since >= settle_s:
+            return now - started
+        if now - started > timeout_s:
+            raise TransientError(
+                f"{device}: the sampler's engine did not start ({used:.1f} GiB in use)", 10.0
+            )
+        await asyncio.sleep(POLL_S)

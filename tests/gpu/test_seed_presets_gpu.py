@@ -1,0 +1,100 @@
+"""The seed's two presets through the whole loop on one GPU (run on the device machine:
+`benchmarks/seed_round_gpu.sh`, which stages vLLM + fla and runs this file).
+
+`treegrpo run treegrpo/examples/seed-<shape>-h200.toml` on a random-weight checkpoint of the real
+shape (`treegrpo model init --shape`): vLLM and the learner share the GPU (the engine sleeps while
+the learner steps), 1 task x E4 x G16 = 64 nodes a round, two rounds. Asserted from the run's
+seed-format export: every node of both rounds sampled, executed and graded; a learner step per round
+with the seed's phases in timing.jsonl and the sleep/wake phases of a colocated step; round 2 served
+by the v1 adapter, loaded and confirmed by the sampler. With TG_GPU_OUT set, the export's timing, the
+run's log and `nvidia-smi dmon` go there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.timeout(3000),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+ROOT = Path(__file__).resolve().parents[2]
+SEED_PHASES = ("update_weights", "gen", "old_log_prob", "ref", "adv", "update_actor")
+
+
+def _model(home: Path, shape: str) -> Path:
+    from treegrpo.models._seed_shapes import build_seed_model
+
+    folder = home / "models" / shape
+    if not (folder / "config.json").exists():
+        for other in (home / "models").glob("qwen3*"):  # the device's disk holds one shape at a time
+            shutil.rmtree(other, ignore_errors=True)
+        build_seed_model(folder, shape, device="cuda")
+    return folder
+
+
+def _run(preset: str, model: Path, home: Path, out: Path, rounds: int) -> Path:
+    env = dict(os.environ, TREEGRPO_HOME=str(home), VLLM_WORKER_MULTIPROC_METHOD="spawn")
+    cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo" / "examples" / preset)]
+    cmd += ["--set", f'sampler.model="{model}"', "--set", f'learner.model="{model}"']
+    cmd += ["--set", f"run.rounds={rounds}"]
+    dmon = subprocess.Popen(
+        ["nvidia-smi", "dmon", "-s", "um", "-d", "1"], stdout=(out / "dmon.log").open("w")
+    )
+    started = time.time()
+    try:
+        with (out / "run.log").open("w") as log:
+            proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=2700)
+    finally:
+        dmon.terminate()
+    (out / "wall.json").write_text(json.dumps({"started": started, "ended": time.time()}))
+    assert proc.returncode == 0, (out / "run.log").read_text()[-4000:]
+    runs = sorted((home / "runs").glob("*/"), key=lambda p: p.stat().st_mtime)
+    return runs[-1]
+
+
+def _records(run_dir: Path) -> list[dict]:
+    rows = []
+    for path in run_dir.rglob("round_*/*.jsonl"):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+@pytest.mark.parametrize(
+    "shape,preset", [("qwen35-9b", "seed-qwen35-9b-h200.toml"), ("qwen36-27b", "seed-qwen36-27b-h200.toml")]
+)
+def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
+    if os.environ.get("TG_SEED_SHAPES") and shape not in os.environ["TG_SEED_SHAPES"].split(","):
+        pytest.skip(f"TG_SEED_SHAPES={os.environ['TG_SEED_SHAPES']}")
+    home = Path(os.environ.get("TG_GPU_HOME", tmp_path / "home"))
+    out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / shape
+    out.mkdir(parents=True, exist_ok=True)
+    model = _model(home, shape)
+    run_dir = _run(preset, model, home, out, rounds=2)
+    timing_files = list(run_dir.rglob("timing.jsonl"))
+    assert timing_files, f"no timing.jsonl under {run_dir}"
+    steps = [json.loads(line) for line in timing_files[0].read_text().splitlines() if line.strip()]
+    shutil.copy(timing_files[0], out / "timing.jsonl")
+    rows = _records(run_dir)
+    (out / "nodes.json").write_text(
+        json.dumps([{k: r.get(k) for k in ("round", "status", "reward")} for r in rows])
+    )
+    assert len([r for r in rows if r["round"] == 1]) == 64
+    assert len([r for r in rows if r["round"] == 2]) == 64
+    assert len(steps) == 2, steps
+    for step in steps:
+        assert all(p in step["phases_s"] for p in SEED_PHASES), step
+    # colocated: the learner waited for the engine to sleep before its first step, and the engine
+    # woke for the version it then served
+    assert any("sleep" in s["phases_s"] for s in steps)
+    assert "wake" in steps[0]["phases_s"], steps[0]
