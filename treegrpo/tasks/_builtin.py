@@ -27,7 +27,7 @@ from treegrpo.config import treegrpo_home
 from treegrpo.tasks import _descriptions as desc
 from treegrpo.tasks import _gen_images as gi
 from treegrpo.tasks import _gen_text
-from treegrpo.tasks._task import COMPETITIONS, Task, task_from_spec
+from treegrpo.tasks._task import COMPETITIONS, Grading, Task, task_from_spec
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class BuiltinSpec:
     mirrors: str
     description: str
     index: int  # stream of the seed this task draws from (tasks are independent)
+    grading: Grading = "metric"  # "completion_bytes": a load task (treegrpo/tasks/_load.py)
 
 
 BUILTINS: dict[str, BuiltinSpec] = {
@@ -66,8 +67,21 @@ BUILTINS: dict[str, BuiltinSpec] = {
         BuiltinSpec(
             "dogscats-mini", "Dogs vs. Cats (mini)", "dogs-vs-cats-redux-kernels-edition", desc.DOGSCATS, 3
         ),
+        # a systems load task: spooky-mini's data and description (stream 0: the same bytes), so the
+        # sampler and executor do a real task's work, but each node's score comes from its completion's
+        # bytes, so random-weight models still give groups with variance (docs/BUILTIN_TASKS.md)
+        BuiltinSpec(
+            "load-bytes",
+            "Systems load: scores from completion bytes (spooky-mini data)",
+            "spooky-author-identification",
+            desc.SPOOKY,
+            0,
+            "completion_bytes",
+        ),
     )
 }
+LEARNING_BUILTINS = tuple(t for t, b in BUILTINS.items() if b.grading == "metric")
+LOAD_TASKS = frozenset(t for t, b in BUILTINS.items() if b.grading == "completion_bytes")
 
 
 def _png(path: Path, arr: np.ndarray) -> None:
@@ -142,6 +156,7 @@ WRITERS: dict[str, Callable[[np.random.Generator, Path], pd.DataFrame]] = {
     "cactus-mini": _write_cactus,
     "plant-mini": _write_plant,
     "dogscats-mini": _write_dogscats,
+    "load-bytes": _write_spooky,
 }
 
 
@@ -174,6 +189,7 @@ def builtin_task(task_id: str, home: Path | None = None) -> Task:
         COMPETITIONS[spec.mirrors],
         "builtin",
         ANSWERS,
+        spec.grading,
     )
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 
+Grading = Literal["metric", "completion_bytes"]
+
+
 class Metric(StrEnum):
     MULTICLASS_LOG_LOSS = "multiclass_log_loss"  # spooky-author-identification
     ROC_AUC = "roc_auc"  # aerial-cactus-identification
@@ -113,6 +116,13 @@ class Task:
     validation: Validation
     source: Literal["builtin", "mlebench"]
     mirrors: str  # the MLE-bench competition id whose rules apply
+    # "completion_bytes": a systems load task (treegrpo/tasks/_load.py): each node's score comes from
+    # its completion's bytes, not from its submission; never a learning measurement
+    grading: Grading = "metric"
+
+    @property
+    def is_load(self) -> bool:
+        return self.grading == "completion_bytes"
 
     @property
     def direction(self) -> Literal["lower", "higher"]:
@@ -138,6 +148,7 @@ def task_from_spec(
     spec: CompetitionSpec,
     source: Literal["builtin", "mlebench"],
     answers_file: str | None = None,
+    grading: Grading = "metric",
 ) -> Task:
     return Task(
         id=task_id,
@@ -153,4 +164,5 @@ def task_from_spec(
         validation=spec.validation,
         source=source,
         mirrors=spec.competition,
+        grading=grading,
     )
