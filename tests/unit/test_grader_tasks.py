@@ -79,7 +79,11 @@ def test_ensure_is_a_cache_not_a_regeneration(home):
     before = probe.stat().st_mtime_ns
     tasks = ensure_builtin_tasks(home)
     assert probe.stat().st_mtime_ns == before
-    assert set(tasks) == set(BUILTINS) == {"spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini", "load-bytes"}
+    assert (
+        set(tasks)
+        == set(BUILTINS)
+        == {"spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini", "load-bytes"}
+    )
 
 
 def test_answers_live_in_a_separate_private_tree_of_mode_0700(home):

@@ -34,7 +34,9 @@ def test_a_group_of_16_load_nodes_gives_non_zero_grpo_valid_only_advantages():
 
 def test_load_bytes_is_a_builtin_load_task_on_spooky_data_apart_from_the_learning_tasks(tmp_path):
     task = builtin_task("load-bytes", tmp_path)
-    assert task.is_load and task.grading == "completion_bytes" and task.mirrors == "spooky-author-identification"
+    assert (
+        task.is_load and task.grading == "completion_bytes" and task.mirrors == "spooky-author-identification"
+    )
     assert LOAD_TASKS == {"load-bytes"} and "load-bytes" not in LEARNING_BUILTINS
     assert set(LEARNING_BUILTINS) | LOAD_TASKS == set(BUILTINS)
     assert not builtin_task("spooky-mini", tmp_path).is_load

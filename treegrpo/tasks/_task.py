@@ -13,7 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-
 Grading = Literal["metric", "completion_bytes"]
 
 

@@ -2,8 +2,9 @@
 
 Per node: if the log already holds its `node.graded` (a redelivery after a crash), reuse it;
 otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded; a load
-task's nodes are scored from their completion's bytes, treegrpo/tasks/_load.py), publish, and then see whether the node completed its sibling group. Every step is idempotent and
-every fact has a deterministic id, so a crash anywhere just replays the same facts.
+task's nodes are scored from their completion's bytes, treegrpo/tasks/_load.py), publish, and then
+see whether the node completed its sibling group. Every step is idempotent and every fact has a
+deterministic id, so a crash anywhere just replays the same facts.
 
 Grading that fails on our side (answers or task data unreadable, the submission object lost from
 the store, a bug of ours) is retried `infra.attempts` times, then the node is recorded with status
