@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.advantages import compute
-from treegrpo.tasks import BUILTINS, LEARNING_BUILTINS, LOAD_TASKS, builtin_task, completion_score
+from treegrpo.tasks import (
+    BUILTINS,
+    LEARNING_BUILTINS,
+    LOAD_TASKS,
+    builtin_task,
+    completion_score,
+    ensure_builtin_tasks,
+)
 from treegrpo_grader.rewards import Member, Shaping, group_rewards
 
 pytestmark = pytest.mark.timeout(10)
@@ -40,3 +47,12 @@ def test_load_bytes_is_a_builtin_load_task_on_spooky_data_apart_from_the_learnin
     assert LOAD_TASKS == {"load-bytes"} and "load-bytes" not in LEARNING_BUILTINS
     assert set(LEARNING_BUILTINS) | LOAD_TASKS == set(BUILTINS)
     assert not builtin_task("spooky-mini", tmp_path).is_load
+
+
+def test_load_bytes_is_generated_only_when_named_with_spooky_minis_public_files(tmp_path):
+    assert "load-bytes" not in ensure_builtin_tasks(tmp_path, tasks=["spooky-mini"])
+    load = ensure_builtin_tasks(tmp_path, tasks=["load-bytes"])["load-bytes"]
+    spooky = tmp_path / "tasks/public/spooky-mini"
+    names = sorted(p.name for p in spooky.iterdir())
+    assert sorted(p.name for p in load.public_dir.iterdir()) == names
+    assert all((load.public_dir / n).read_bytes() == (spooky / n).read_bytes() for n in names)

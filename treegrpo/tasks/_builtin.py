@@ -202,6 +202,7 @@ def ensure_builtin_tasks(
     home: Path | None = None, seed: int = DEFAULT_SEED, tasks: list[str] | None = None, private: bool = True
 ) -> dict[str, Task]:
     """Generate the built-in tasks into `$TREEGRPO_HOME/tasks/` unless already there; return them.
+    `tasks=None` means the four learning tasks: the load task (`load-bytes`) only when named.
 
     `private=False` writes only the public folders (e.g. on an executor host that must never hold
     answers); the data are the same, generation being deterministic. Safe against concurrent
@@ -213,7 +214,7 @@ def ensure_builtin_tasks(
         (root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(root / sub, mode)
     out: dict[str, Task] = {}
-    for task_id in tasks or list(BUILTINS):
+    for task_id in tasks or list(LEARNING_BUILTINS):
         stamp = root / ".stamps" / task_id
         have = stamp.read_text() if stamp.exists() else ""
         if have not in {_stamp(task_id, seed, private), _stamp(task_id, seed, True)}:
