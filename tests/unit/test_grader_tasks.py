@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from treegrpo.tasks import BUILTINS, ensure_builtin_tasks, get_task, grade_submission
+from treegrpo.tasks import LEARNING_BUILTINS, ensure_builtin_tasks, get_task, grade_submission
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -79,7 +79,9 @@ def test_ensure_is_a_cache_not_a_regeneration(home):
     before = probe.stat().st_mtime_ns
     tasks = ensure_builtin_tasks(home)
     assert probe.stat().st_mtime_ns == before
-    assert set(tasks) == set(BUILTINS) == {"spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"}
+    assert (
+        set(tasks) == set(LEARNING_BUILTINS) == {"spooky-mini", "cactus-mini", "plant-mini", "dogscats-mini"}
+    )
 
 
 def test_answers_live_in_a_separate_private_tree_of_mode_0700(home):

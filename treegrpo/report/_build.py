@@ -19,6 +19,9 @@ from treegrpo.report._learning import CurveRow, curves, scorers
 from treegrpo.report._learning_output import comparison_markdown, curves_markdown, verdict_line
 from treegrpo.report._metrics import RunMetrics, compute
 from treegrpo.report._output import as_json, markdown
+from treegrpo.report._speed import SpeedTable, speed_markdown, speed_table
+
+NOT_APPLICABLE = "learning vs control: not applicable: load run (scores come from completion bytes)"
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Report:
     data: dict = field(default_factory=dict)
     comparison: Comparison | None = None
     html_path: Path | None = None
+    speed: SpeedTable | None = None  # `--against`: the seed's speed table, runs[0] (A) against B
+    learning_note: str = ""  # why no train-vs-control verdict was given (a load run)
 
 
 async def load_runs(source, run_ids: Sequence[str]) -> list[RunData]:
@@ -95,7 +100,7 @@ def _learning(
             "Learning curves by policy version",
         ).name
     comparison = None
-    if control is not None:
+    if control is not None and not (runs[0].load or control.load):  # a load run never learns
         comparison = compare(runs[0], control, late_from, min_difference=min_difference)
         plots["Train vs control"] = _learning_plots.vs_control(
             data[runs[0].run_id]["round"],
@@ -116,8 +121,10 @@ def write_report(
     control: RunData | None = None,
     late_from: int | None = None,
     min_difference: float = 0.0,
+    against: RunData | None = None,
 ) -> Report:
-    """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison."""
+    """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison
+    (never for a load run). `against`: a run B whose speed table against `runs[0]` (A) is added."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
     if control is not None and len(runs) != 1:
@@ -125,6 +132,10 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     curve_data, comparison, learning_plots = _learning(runs, control, late_from, min_difference, out)
+    speed = speed_table(runs[0], against) if against is not None else None
+    if against is not None and against.run_id not in {d.run_id for d in runs}:
+        runs = [*runs, against]
+    learning_note = NOT_APPLICABLE if control is not None and comparison is None else ""
     if control is not None:
         runs = [*runs, control]
     metrics = [compute(d, estimator, gpus) for d in runs]
@@ -147,7 +158,10 @@ def write_report(
     learning_md = (comparison_markdown(comparison) if comparison else []) + curves_markdown(
         curve_data, learning_plots
     )
-    md.write_text(markdown(metrics, plots, gpus, estimator) + "\n" + "\n".join(learning_md))
+    if learning_note:
+        learning_md = ["## Learning vs control", "", f"**{learning_note}**", "", *learning_md]
+    speed_md = speed_markdown(speed) if speed is not None else []
+    md.write_text(markdown(metrics, plots, gpus, estimator) + "\n" + "\n".join(speed_md + learning_md))
     plots |= learning_plots
     data = as_json(metrics, plots, gpus, estimator)
     data["curves"] = {
@@ -156,6 +170,11 @@ def write_report(
     }
     if comparison is not None:
         data["learning"] = comparison.as_dict()
+    elif learning_note:
+        data["learning"] = {"verdict": "not applicable: load run", "note": learning_note}
+    data["load_runs"] = [d.run_id for d in runs if d.load]
+    if speed is not None:
+        data["speed"] = speed.as_dict()
     js = out / "report.json"
     js.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     page = payload(
@@ -163,11 +182,13 @@ def write_report(
         metrics,
         estimator,
         data["curves"],
-        data.get("learning"),
+        data["learning"] if comparison is not None else None,
         verdict_line(comparison) if comparison is not None else "",
+        speed,
+        learning_note,
     )
     html = write_html(out / "report.html", page)
-    return Report(metrics, out, md, js, plots, data, comparison, html)
+    return Report(metrics, out, md, js, plots, data, comparison, html, speed, learning_note)
 
 
 async def build_report(
@@ -180,9 +201,12 @@ async def build_report(
     control: str | None = None,
     late_from: int | None = None,
     min_difference: float = 0.0,
+    against: str | None = None,
 ) -> Report:
     """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root);
-    `control`: the id of the no-train run paired with the single run in `run_ids`."""
+    `control`: the id of the no-train run paired with the single run in `run_ids`; `against`: the id
+    of the run B of the speed table (A: the single run in `run_ids`)."""
     runs = await load_runs(source, run_ids)
     ctl = (await load_runs(source, [control]))[0] if control else None
-    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference)
+    vs = (await load_runs(source, [against]))[0] if against else None
+    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference, vs)

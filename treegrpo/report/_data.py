@@ -30,6 +30,13 @@ from treegrpo.archive import (
 )
 from treegrpo.events import Kind, short_hash
 
+# treegrpo.tasks' LOAD_SOURCE and LOAD_TASKS, named here because importing the tasks package pulls in
+# pandas, which the report does not need (a unit test keeps the two in step)
+LOAD_SOURCE = "load"
+LOAD_TASK_IDS = frozenset({"load-bytes"})
+BUSY_METRIC = "gpu_busy_share"  # a learner.step metric: GPU busy time / wall time over the step
+LOAD_LINE = "load run: scores come from completion bytes; not a learning measurement"
+
 
 @dataclass(frozen=True, slots=True)
 class NodeText:
@@ -62,6 +69,12 @@ class RunData:
     # node id -> sibling group of the nodes masked by infrastructure faults (status `infrastructure`):
     # not records (no outcome of the policy's), counted apart; a seed-format root has none
     infrastructure: dict[str, str] = field(default_factory=dict)
+    gpu_busy: dict[int, float] = field(default_factory=dict)  # step -> GPU busy share, where recorded
+
+    @property
+    def load(self) -> bool:
+        """A systems load run (treegrpo/tasks/_load.py): its scores say nothing about the policy."""
+        return any(r.source == LOAD_SOURCE or r.exp_id in LOAD_TASK_IDS for r in self.records)
 
     @property
     def gate(self) -> bool:
@@ -100,6 +113,8 @@ async def load_from_bus(bus, run_id: str) -> RunData:
     gate = facts.resource_gate
     for s in facts.steps:
         data.timing.append(timing_line(s))
+        if BUSY_METRIC in s.metrics:
+            data.gpu_busy[s.step] = s.metrics[BUSY_METRIC]
         if s.sibling_groups:
             data.step_groups[s.step] = list(s.sibling_groups)
     sampled: dict[str, SampledFacts] = {}

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from treegrpo.advantages import compute as advantages
 from treegrpo.archive import GateNodeRecord, NodeRecord
 from treegrpo.events import Status
-from treegrpo.report._data import NodeText, RunData
+from treegrpo.report._data import LOAD_LINE, NodeText, RunData
 from treegrpo.report._metrics import RunMetrics
+from treegrpo.report._speed import SpeedTable, cheaper_line, speed_rows, title
 
 FORMAT = 1  # bumped when the page's reading of the document changes
 FIELDS = (
@@ -140,6 +141,7 @@ def _run(data: RunData, m: RunMetrics, role: str, estimator: str, strings: Strin
         "role": role,
         "source": data.source,
         "gate": data.gate,
+        "load": data.load,  # a systems load run: the page shows LOAD_LINE, never a verdict
         # the seed's files carry no policy version: the loader infers round - 1 (sync), as import does
         "versions": "as node.sampled says" if data.source.startswith("bus:") else "inferred: round - 1",
         "tasks": data.tasks,
@@ -171,6 +173,8 @@ def payload(
     curves: dict | None = None,
     comparison: dict | None = None,
     verdict: str = "",
+    speed: SpeedTable | None = None,
+    learning_note: str = "",
 ) -> dict:
     """`runs` and `metrics` in the same order; with a comparison, the last run is the control."""
     strings = Strings()
@@ -187,5 +191,19 @@ def payload(
         ],
         "curves": curves or {},
         "comparison": None if comparison is None else {**comparison, "line": verdict},
+        "learning_note": learning_note,
+        "load_line": LOAD_LINE,
+        "speed": None if speed is None else _speed(speed),
         "texts": strings.items,
+    }
+
+
+def _speed(t: SpeedTable) -> dict:
+    """The speed table as the page shows it: the report's own rows, already formatted."""
+    steps = f"the {len(t.steps)} steps both runs logged" if t.steps else "no step logged by both runs"
+    return {
+        "title": title(t),
+        "note": f"Median per step over {steps}. {cheaper_line(t)}".strip(),
+        "head": ["phase (median per step)", f"A: {t.run_a}", f"B: {t.run_b}", "B/A"],
+        "rows": speed_rows(t) if t.steps else [],
     }

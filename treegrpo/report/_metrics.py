@@ -86,6 +86,7 @@ class RunMetrics:
     signal: Signal
     problems: list[str] = field(default_factory=list)
     infrastructure: int = 0  # nodes masked by infrastructure faults: not in `nodes` nor `statuses`
+    load_run: bool = False  # a systems load run: scores from completion bytes, never learning
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -156,15 +157,21 @@ def _phases(data: RunData) -> dict[str, PhaseStat]:
     return out
 
 
-def _node_cost(data: RunData) -> float | None:
+def step_nodes(data: RunData) -> dict[int, int]:
+    """Nodes each logged step trained on: its sibling groups' members (the learner's
+    `sibling_groups`), or for seed runs the round whose number is the step."""
     per_group = Counter(r.sibling_group for r in data.records)
     per_round = Counter(r.round for r in data.records)
-    costs = []
+    out = {}
     for t in data.timing:
         groups = data.step_groups.get(t.step)
-        nodes = sum(per_group[g] for g in groups) if groups else per_round.get(t.step, 0)
-        if nodes:
-            costs.append(t.total_s / nodes)
+        out[t.step] = sum(per_group[g] for g in groups) if groups else per_round.get(t.step, 0)
+    return out
+
+
+def _node_cost(data: RunData) -> float | None:
+    nodes = step_nodes(data)
+    costs = [t.total_s / nodes[t.step] for t in data.timing if nodes[t.step]]
     return statistics.median(costs) if costs else None
 
 
@@ -225,4 +232,5 @@ def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) ->
         signal=_signal(data, estimator, gpus),
         problems=[str(p) for p in data.problems],
         infrastructure=len(data.infrastructure),
+        load_run=data.load,
     )

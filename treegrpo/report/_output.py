@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from treegrpo.archive import PHASES, STATUSES
+from treegrpo.report._data import LOAD_LINE
 from treegrpo.report._metrics import Ratio, RunMetrics
 
 Row = tuple[str, list[str]]
@@ -108,6 +109,7 @@ def markdown(runs: Sequence[RunMetrics], plots: dict[str, str], gpus: int, estim
         "Runs: " + ", ".join(f"`{m.run_id}` ({m.source})" for m in runs),
         "",
     ]
+    out += [f"> **`{m.run_id}`: {LOAD_LINE}**\n" for m in runs if m.load_run]
     out += (
         ["## Side by side", ""]
         + _md_table(["measure", *ids], [[k, *v] for k, v in summary_rows(runs)])
@@ -155,6 +157,9 @@ def markdown(runs: Sequence[RunMetrics], plots: dict[str, str], gpus: int, estim
 
 def print_rich(runs: Sequence[RunMetrics], console: Console) -> None:
     ids = [m.run_id for m in runs]
+    for m in runs:
+        if m.load_run:
+            console.print(f"[bold yellow]{m.run_id}: {LOAD_LINE}[/]", soft_wrap=True)
     for title, rows in (
         ("Capability", summary_rows(runs)),
         ("Per-step phases (median, share)", phase_rows(runs)),

@@ -1,4 +1,5 @@
-"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E] [--control CONTROL_RUN] [--open]`."""
+"""`treegrpo report RUN... [--out DIR] [--json] [--estimator E] [--control CONTROL_RUN]
+[--against RUN_B] [--open]`."""
 
 from __future__ import annotations
 
@@ -35,10 +36,13 @@ async def _build(
     control: str,
     late_from: int | None,
     min_difference: float,
+    against: str = "",
 ):
     if control and len(runs) != 1:
         raise typer.BadParameter("--control pairs with exactly one train run")
-    given = runs + ([control] if control else [])
+    if against and len(runs) != 1:
+        raise typer.BadParameter("--against compares exactly one run (A) with RUN_B")
+    given = runs + ([control] if control else []) + ([against] if against else [])
     paths = [r for r in given if Path(r).is_dir()]
     if paths:  # seed-format roots or run directories on disk
         if len(paths) != len(given):
@@ -46,8 +50,9 @@ async def _build(
         from treegrpo.report._build import write_report
 
         ctl = _from_dirs([control])[0] if control else None
+        vs = _from_dirs([against])[0] if against else None
         return write_report(
-            _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference
+            _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference, vs
         )
     from treegrpo.bus import Bus
     from treegrpo.nats_url import nats_for
@@ -56,7 +61,16 @@ async def _build(
         bus = await Bus.connect(url, "report/cli")
         try:
             return await build_report(
-                bus, runs, out, estimator, gpus, tree_round, control or None, late_from, min_difference
+                bus,
+                runs,
+                out,
+                estimator,
+                gpus,
+                tree_round,
+                control or None,
+                late_from,
+                min_difference,
+                against or None,
             )
         finally:
             await bus.close()
@@ -115,6 +129,13 @@ def report(
             help="`learned` also needs train − control ≥ this (sample score units); 0 = the interval alone",
         ),
     ] = 0.0,
+    against: Annotated[
+        str,
+        typer.Option(
+            "--against",
+            help="A second run B: adds the seed's speed table (per-step phases, per-node cost, B/A)",
+        ),
+    ] = "",
     nats: Annotated[
         str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")
     ] = "",
@@ -128,7 +149,18 @@ def report(
         raise typer.BadParameter(f"--estimator must be one of {', '.join(ESTIMATORS)}")
     try:
         rep = asyncio.run(
-            _build(runs or [], out, estimator, gpus, tree_round, nats, control, late_from, min_difference)
+            _build(
+                runs or [],
+                out,
+                estimator,
+                gpus,
+                tree_round,
+                nats,
+                control,
+                late_from,
+                min_difference,
+                against,
+            )
         )
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
@@ -142,6 +174,12 @@ def report(
     print_rich(rep.runs, console)
     console.print(f"report: {rep.markdown_path} (+ {len(rep.plots)} plots, {rep.json_path.name})")
     console.print(f"explorer: {rep.html_path.resolve().as_uri()}", soft_wrap=True)
+    if rep.speed is not None:
+        from treegrpo.report._speed import print_speed
+
+        print_speed(rep.speed, console)
+    if rep.learning_note:
+        console.print(f"[bold]{rep.learning_note}[/]", soft_wrap=True)
     if rep.comparison is not None:
         from treegrpo.report._learning_output import verdict_line
 

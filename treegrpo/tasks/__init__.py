@@ -11,6 +11,8 @@ verifies its corpus, the runner generates the built-in tasks (needs the `grader`
 from treegrpo.tasks._builtin import (
     BUILTINS,
     GENERATOR_VERSION,
+    LEARNING_BUILTINS,
+    LOAD_TASKS,
     builtin_task,
     ensure_builtin_tasks,
     generate_task,
@@ -22,6 +24,7 @@ from treegrpo.tasks._grade import (
     load_answers,
     score_frame,
 )
+from treegrpo.tasks._load import LOAD_SOURCE, completion_score
 from treegrpo.tasks._mlebench import (
     UnsupportedCompetition,
     list_competitions,
@@ -30,17 +33,22 @@ from treegrpo.tasks._mlebench import (
 )
 from treegrpo.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
 from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, check_size, read_submission
-from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Metric, Task, Validation
+from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Grading, Metric, Task, Validation
 
 __all__ = [
     "check_size",
+    "completion_score",
     "BUILTINS",
     "COMPETITIONS",
     "DEFAULT_MAX_BYTES",
     "GENERATOR_VERSION",
+    "LEARNING_BUILTINS",
+    "LOAD_SOURCE",
+    "LOAD_TASKS",
     "AnswersUnavailable",
     "CompetitionSpec",
     "GradeResult",
+    "Grading",
     "InvalidSubmission",
     "Metric",
     "Task",

@@ -27,7 +27,7 @@ from treegrpo.config import treegrpo_home
 from treegrpo.tasks import _descriptions as desc
 from treegrpo.tasks import _gen_images as gi
 from treegrpo.tasks import _gen_text
-from treegrpo.tasks._task import COMPETITIONS, Task, task_from_spec
+from treegrpo.tasks._task import COMPETITIONS, Grading, Task, task_from_spec
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class BuiltinSpec:
     mirrors: str
     description: str
     index: int  # stream of the seed this task draws from (tasks are independent)
+    grading: Grading = "metric"  # "completion_bytes": a load task (treegrpo/tasks/_load.py)
 
 
 BUILTINS: dict[str, BuiltinSpec] = {
@@ -66,8 +67,21 @@ BUILTINS: dict[str, BuiltinSpec] = {
         BuiltinSpec(
             "dogscats-mini", "Dogs vs. Cats (mini)", "dogs-vs-cats-redux-kernels-edition", desc.DOGSCATS, 3
         ),
+        # a systems load task: spooky-mini's data and description (stream 0: the same bytes), so the
+        # sampler and executor do a real task's work, but each node's score comes from its completion's
+        # bytes, so random-weight models still give groups with variance (docs/BUILTIN_TASKS.md)
+        BuiltinSpec(
+            "load-bytes",
+            "Systems load: scores from completion bytes (spooky-mini data)",
+            "spooky-author-identification",
+            desc.SPOOKY,
+            0,
+            "completion_bytes",
+        ),
     )
 }
+LEARNING_BUILTINS = tuple(t for t, b in BUILTINS.items() if b.grading == "metric")
+LOAD_TASKS = frozenset(t for t, b in BUILTINS.items() if b.grading == "completion_bytes")
 
 
 def _png(path: Path, arr: np.ndarray) -> None:
@@ -142,6 +156,7 @@ WRITERS: dict[str, Callable[[np.random.Generator, Path], pd.DataFrame]] = {
     "cactus-mini": _write_cactus,
     "plant-mini": _write_plant,
     "dogscats-mini": _write_dogscats,
+    "load-bytes": _write_spooky,
 }
 
 
@@ -174,6 +189,7 @@ def builtin_task(task_id: str, home: Path | None = None) -> Task:
         COMPETITIONS[spec.mirrors],
         "builtin",
         ANSWERS,
+        spec.grading,
     )
 
 
@@ -186,6 +202,7 @@ def ensure_builtin_tasks(
     home: Path | None = None, seed: int = DEFAULT_SEED, tasks: list[str] | None = None, private: bool = True
 ) -> dict[str, Task]:
     """Generate the built-in tasks into `$TREEGRPO_HOME/tasks/` unless already there; return them.
+    `tasks=None` means the four learning tasks: the load task (`load-bytes`) only when named.
 
     `private=False` writes only the public folders (e.g. on an executor host that must never hold
     answers); the data are the same, generation being deterministic. Safe against concurrent
@@ -197,7 +214,7 @@ def ensure_builtin_tasks(
         (root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(root / sub, mode)
     out: dict[str, Task] = {}
-    for task_id in tasks or list(BUILTINS):
+    for task_id in tasks or list(LEARNING_BUILTINS):
         stamp = root / ".stamps" / task_id
         have = stamp.read_text() if stamp.exists() else ""
         if have not in {_stamp(task_id, seed, private), _stamp(task_id, seed, True)}:

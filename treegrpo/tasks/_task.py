@@ -13,6 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
+Grading = Literal["metric", "completion_bytes"]
+
 
 class Metric(StrEnum):
     MULTICLASS_LOG_LOSS = "multiclass_log_loss"  # spooky-author-identification
@@ -113,6 +115,13 @@ class Task:
     validation: Validation
     source: Literal["builtin", "mlebench"]
     mirrors: str  # the MLE-bench competition id whose rules apply
+    # "completion_bytes": a systems load task (treegrpo/tasks/_load.py): each node's score comes from
+    # its completion's bytes, not from its submission; never a learning measurement
+    grading: Grading = "metric"
+
+    @property
+    def is_load(self) -> bool:
+        return self.grading == "completion_bytes"
 
     @property
     def direction(self) -> Literal["lower", "higher"]:
@@ -138,6 +147,7 @@ def task_from_spec(
     spec: CompetitionSpec,
     source: Literal["builtin", "mlebench"],
     answers_file: str | None = None,
+    grading: Grading = "metric",
 ) -> Task:
     return Task(
         id=task_id,
@@ -153,4 +163,5 @@ def task_from_spec(
         validation=spec.validation,
         source=source,
         mirrors=spec.competition,
+        grading=grading,
     )

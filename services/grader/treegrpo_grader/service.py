@@ -1,9 +1,10 @@
 """GraderService: `node.executed` -> `node.graded` -> (once per sibling group) `group.scored`.
 
 Per node: if the log already holds its `node.graded` (a redelivery after a crash), reuse it;
-otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded),
-publish, and then see whether the node completed its sibling group. Every step is idempotent and
-every fact has a deterministic id, so a crash anywhere just replays the same facts.
+otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded; a load
+task's nodes are scored from their completion's bytes, treegrpo/tasks/_load.py), publish, and then
+see whether the node completed its sibling group. Every step is idempotent and every fact has a
+deterministic id, so a crash anywhere just replays the same facts.
 
 Grading that fails on our side (answers or task data unreadable, the submission object lost from
 the store, a bug of ours) is retried `infra.attempts` times, then the node is recorded with status
@@ -24,6 +25,8 @@ from treegrpo.events import INFRASTRUCTURE, Kind, Status
 from treegrpo.infra import FaultStreak, retry_or_give_up
 from treegrpo.service import HandlerFn, Service
 from treegrpo.tasks import (
+    LOAD_SOURCE,
+    LOAD_TASKS,
     AnswersUnavailable,
     GradeResult,
     InvalidSubmission,
@@ -32,6 +35,7 @@ from treegrpo.tasks import (
     UnknownTask,
     UnsupportedCompetition,
     check_size,
+    completion_score,
     ensure_builtin_tasks,
     grade_submission,
 )
@@ -73,6 +77,10 @@ def masked(ex: pb.NodeExecuted, fault: str) -> pb.NodeGraded:
 
 class SubmissionLost(RuntimeError):
     """The executor stored the submission (it says so), but the store does not have it: ours."""
+
+
+class NodeSampledLost(RuntimeError):
+    """A load task's node has no node.sampled on the log to score: ours (retried, then masked)."""
 
 
 def apply_result(body: pb.NodeGraded, result: GradeResult) -> pb.NodeGraded:
@@ -165,10 +173,25 @@ class GraderService(Service):
 
     async def grade(self, run_id: str, ex: pb.NodeExecuted) -> pb.NodeGraded:
         body = graded_from_executed(ex)
+        if ex.task in LOAD_TASKS and ex.status != INFRASTRUCTURE:  # an executor fault stays masked
+            return await self._grade_load(run_id, body)
         if ex.status != Status.OK:
             return body  # the executor's status is final; nothing to grade
         task = await self._task(ex.task)
         return apply_result(body, await self._grade_object(run_id, task, ex))
+
+    async def _grade_load(self, run_id: str, body: pb.NodeGraded) -> pb.NodeGraded:
+        """A load task's node: `ok`, scored from its completion's bytes, whatever its script did
+        (the executor's status stays on its node.executed). Costs one direct get of the node's
+        node.sampled per node (node.executed carries nothing derived from the completion)."""
+        assert self.bus is not None
+        sampled = await self.bus.last_event(run_id, Kind.NODE_SAMPLED, body.node_id)
+        if sampled is None:
+            raise NodeSampledLost(f"node.sampled of {body.node_id} is not on the log")
+        score = completion_score(sampled.node_sampled.raw_completion)
+        body.status, body.is_buggy, body.source = Status.OK, False, LOAD_SOURCE
+        body.test_metric = body.oriented = score
+        return body
 
     async def _task(self, task_id: str) -> Task:
         try:

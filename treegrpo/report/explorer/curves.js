@@ -64,11 +64,43 @@
     chart("Mean oriented metric of valid nodes by round", "round", perTask(oriented));
   };
 
+  const speedTable = (sp) => {
+    if (!sp) return;
+    $("speed").hidden = false;
+    $("speed-title").textContent = sp.title;
+    $("speed-note").textContent = sp.note;
+    const table = $("speed-table");
+    const line = (cells, tag) => {
+      const tr = document.createElement("tr");
+      for (const text of cells) {
+        const cell = document.createElement(tag);
+        cell.textContent = text;
+        tr.appendChild(cell);
+      }
+      table.appendChild(tr);
+    };
+    line(sp.head, "th");
+    for (const row of sp.rows) line(row, "td");
+  };
+
   window.treegrpo.header = () => {
     $("runs-line").textContent = runs
       .map((r) => `${r.id}${r.role === "run" ? "" : ` (${r.role})`}: ${r.nodes.length} nodes`)
       .join(" · ");
+    const loads = runs.filter((r) => r.load);
+    if (loads.length) {
+      const b = $("load-banner");
+      b.hidden = false;
+      b.textContent = loads.map((r) => `${r.id}: ${D.load_line}`).join(" · ");
+    }
+    speedTable(D.speed);
     const c = D.comparison;
+    if (!c && D.learning_note) {
+      const v = $("verdict");
+      v.hidden = false;
+      v.className = "not-applicable";
+      v.textContent = D.learning_note;
+    }
     if (!c) return;
     const v = $("verdict");
     v.hidden = false;

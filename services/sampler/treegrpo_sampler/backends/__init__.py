@@ -12,11 +12,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from treegrpo_sampler.backends._base import Backend, Completion, SamplingParams
+from treegrpo_sampler.backends._vllm_targets import TargetCheck, UnsupportedModel, vllm_lora_targets
 
 if TYPE_CHECKING:
     from treegrpo_sampler.config import SamplerConfig
 
-__all__ = ["Backend", "Completion", "SamplingParams", "create_backend", "resolve_model_path"]
+__all__ = [
+    "Backend",
+    "Completion",
+    "SamplingParams",
+    "TargetCheck",
+    "UnsupportedModel",
+    "create_backend",
+    "resolve_model_path",
+    "vllm_lora_targets",
+]
 
 
 def resolve_model_path(config: SamplerConfig) -> Path:
