@@ -98,7 +98,10 @@ class HfBackend:
         cache = self.model(input_ids=ids[:1, :-1], use_cache=True).past_key_values
         if not hasattr(cache, "batch_repeat_interleave"):
             return None
-        cache.batch_repeat_interleave(n)
+        try:
+            cache.batch_repeat_interleave(n)
+        except AttributeError:  # hybrid models (Qwen3.5's linear-attention layers) cannot repeat: full prefill
+            return None
         return cache
 
     def _eos_ids(self) -> list[int]:
