@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from treegrpo.config import treegrpo_home
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def server_list(url: str | Sequence[str]) -> list[str]:
+    """The servers of a URL setting: one URL, a comma-separated list (a cluster's servers, as
+    `nats://a:4222,nats://b:4222`), or a list of them. The client fails over between them."""
+    parts = url.split(",") if isinstance(url, str) else [p for u in url for p in u.split(",")]
+    return [p.strip() for p in parts if p.strip()]
 
 
 def embedded_url_file():

@@ -179,6 +179,8 @@ class Service:
         self._state = "running"
         try:
             await self.consumer.run(self.stopping, self.nats.drain_timeout_s)
+        except PermanentError as exc:  # the bus refused our consumer for good (a JetStream 400)
+            self.fail(exc.reason)
         finally:
             await self._stop_beat()
 

@@ -77,3 +77,13 @@ def test_loading_a_run_file_imports_no_service_and_no_torch(tmp_path):
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_runners_replica_count_and_server_list_reach_every_service(tmp_path):
+    from treegrpo.runner._execute import service_sections
+
+    rf = load_run_file(write(tmp_path, "[runner]\nstream_replicas = 3\n"))
+    urls = "nats://127.0.0.1:1,nats://127.0.0.1:2,nats://127.0.0.1:3"
+    sections = service_sections(rf, rf.spec(), urls, 1, tmp_path / "run")
+    for name in ("sampler", "executor", "grader", "learner"):
+        assert sections[name]["nats"] == {"url": urls, "stream_replicas": 3}

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Tr
 from treegrpo.archive._export import ArchiveInvariantError, export_runs
 from treegrpo.archive._import import import_root
 from treegrpo.archive._read import find_runs
+from treegrpo.bus import ReplayIncomplete
 
 app = typer.Typer(
     help="Export runs as the seed's data root, or import a seed-format root into the log.",
@@ -73,6 +74,9 @@ def export_cmd(
     except LookupError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
+    except ReplayIncomplete as exc:  # never a shorter export: say why and write nothing more
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(3) from exc
     for r in results:
         console.print(
             f"{r.run_id}: {r.rounds} rounds, {r.nodes} nodes, {r.bytes / 1e6:.1f} MB → {r.path}"

@@ -11,7 +11,14 @@ from treegrpo.bus._client import (
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
-from treegrpo.bus._errors import BusUnavailable, BusWriteError, Deferred, PermanentError, TransientError
+from treegrpo.bus._errors import (
+    BusUnavailable,
+    BusWriteError,
+    Deferred,
+    PermanentError,
+    ReplayIncomplete,
+    TransientError,
+)
 from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "Handler",
     "Deferred",
     "PermanentError",
+    "ReplayIncomplete",
     "RunEnds",
     "TransientError",
     "WriteHealth",

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import io
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import nats
@@ -19,6 +19,7 @@ from treegrpo.bus._errors import BusUnavailable
 from treegrpo.bus._lookups import Lookups, RunEnds
 from treegrpo.bus._names import ADAPTERS, CHUNK, DLQ_ROOT, DLQ_STREAM, DUPLICATE_WINDOW_S, STREAM, SUBMISSIONS
 from treegrpo.bus._writes import WriteHealth, write
+from treegrpo.nats_url import server_list
 from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
 
@@ -40,7 +41,11 @@ class Bus(Lookups):
         self.writes = WriteHealth()  # whether writes go through (a service's heartbeat reports it)
 
     @classmethod
-    async def connect(cls, url: str, producer: str, timeout_s: float = 10.0, replicas: int = 1) -> Bus:
+    async def connect(
+        cls, url: str | Sequence[str], producer: str, timeout_s: float = 10.0, replicas: int = 1
+    ) -> Bus:
+        """Connect to one server or a cluster's (a comma-separated string or a list of URLs)."""
+        servers = server_list(url)
         holder: dict[str, Bus] = {}
 
         async def on_reconnect() -> None:
@@ -63,7 +68,7 @@ class Bus(Lookups):
             try:
                 nc = await asyncio.wait_for(
                     nats.connect(
-                        url,
+                        servers,
                         name=producer,
                         connect_timeout=max(0.2, min(2.0, left)),
                         allow_reconnect=True,
@@ -116,6 +121,15 @@ class Bus(Lookups):
         if sorted(info.config.subjects or []) != sorted(subjects):
             raise RuntimeError(
                 f"stream {name} exists with subjects {info.config.subjects}, expected {subjects}"
+            )
+        if (info.config.num_replicas or 1) != self.replicas:
+            # never changed from here (a replica change moves data: an operator's `nats stream edit`);
+            # consumers take the stream's own count, so the run works either way
+            log.warning(
+                "stream %s has %d replica(s), this service is configured for %d: using the stream's",
+                name,
+                info.config.num_replicas or 1,
+                self.replicas,
             )
 
     # ---- publishing -------------------------------------------------------------------------

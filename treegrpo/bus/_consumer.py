@@ -20,6 +20,7 @@ import time
 
 import nats
 from nats.js import api
+from nats.js.errors import APIError
 from opentelemetry import trace
 
 from treegrpo import events as ev_mod
@@ -32,6 +33,9 @@ from treegrpo.telemetry import context_from_headers
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
+# consumer configs JetStream refuses for good (nats-server 2.15 answers some with a 500): an
+# unchangeable field changed (10012), replicas in a single server (10074), over the stream's (10126)
+REFUSED_CONSUMER_CODES = frozenset({10012, 10074, 10126})
 __all__ = ["Consumer", "ConsumerOptions", "Delivery", "Handler"]
 
 
@@ -80,10 +84,19 @@ class Consumer:
             ack_wait=self.opt.ack_wait_s,
             max_deliver=-1,
             max_ack_pending=max(1000, 4 * self.opt.max_inflight),
-            num_replicas=self.bus.replicas if self.bus.replicas > 1 else None,
+            # none given: the consumer takes the stream's own count. Asking for more than the
+            # stream has is refused for good (400, err_code 10126), whatever the services were told
+            num_replicas=None,
         )
         # add_consumer is create-or-update, so a changed filter list takes effect on restart
-        await self.bus.js.add_consumer(STREAM, cfg)
+        try:
+            await self.bus.js.add_consumer(STREAM, cfg)
+        except APIError as exc:
+            if exc.code == 400 or exc.err_code in REFUSED_CONSUMER_CODES:  # no retry changes these
+                raise PermanentError(
+                    f"JetStream refused consumer {self.durable}: {exc.description} (err_code {exc.err_code})"
+                ) from exc
+            raise
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -27,6 +27,11 @@ class BusWriteError(TransientError):
         super().__init__(reason, delay_s)
 
 
+class ReplayIncomplete(BusWriteError):
+    """A replay could not read the run's whole history: the server gave nothing for its patience.
+    Never a shorter history in its place; a handler that raises it is retried like any outage."""
+
+
 class PermanentError(Exception):
     """Retrying cannot help: the message is term'ed and dead-lettered with the reason."""
 

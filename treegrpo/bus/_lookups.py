@@ -6,11 +6,12 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-from nats.js import api
+import nats.errors
 from nats.js.errors import NotFoundError
 
 from treegrpo import events as ev_mod
 from treegrpo.bus._names import STREAM
+from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, _checked, _Cursor
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
@@ -47,47 +48,44 @@ class Lookups:
         return ev_mod.decode(raw.data)
 
     async def replay(
-        self, run_id: str, kinds: Iterable[str] | None = None, batch: int = 512
+        self,
+        run_id: str,
+        kinds: Iterable[str] | None = None,
+        batch: int = 512,
+        patience_s: float = REPLAY_PATIENCE_S,
     ) -> AsyncIterator[tuple[int, pb.Event]]:
         """Every event of a run (optionally of some kinds), in stream order, up to the current end.
 
-        Undecodable payloads are skipped here (the live consumers dead-letter them)."""
+        Never short: it ends only when the server says nothing is left. A fetch that times out, a
+        connection that drops, or a message lost in transit (the consumer's own sequence skips: its
+        ack policy is none) re-opens the read after the last event handed out; a server that gives
+        nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads are
+        skipped here (the live consumers dead-letter them)."""
         filters = (
             [ev_mod.subject_filter(k, run_id) for k in kinds]
             if kinds
             else [f"{ev_mod.SUBJECT_ROOT}.{run_id}.>"]
         )
-        cfg = api.ConsumerConfig(
-            filter_subjects=filters,
-            ack_policy=api.AckPolicy.NONE,
-            deliver_policy=api.DeliverPolicy.ALL,
-            inactive_threshold=60.0,
-            max_ack_pending=-1,
-        )
-        sub = await self.js.pull_subscribe(filters[0], durable=None, stream=STREAM, config=cfg)
+        cursor = _Cursor(run_id, patience_s)
         try:
-            remaining = (await sub.consumer_info()).num_pending
-            while remaining > 0:
+            while True:
                 try:
-                    msgs = await sub.fetch(min(batch, remaining), timeout=5)
-                except TimeoutError:
-                    break
+                    if cursor.sub is None:
+                        await cursor.open(self.js, filters)
+                    if cursor.remaining <= 0:
+                        return
+                    msgs = await cursor.sub.fetch(min(batch, cursor.remaining), timeout=REPLAY_FETCH_S)
+                except (TimeoutError, OSError, nats.errors.Error) as exc:
+                    await cursor.stalled(exc)
+                    continue
                 for m in msgs:
-                    remaining = m.metadata.num_pending
-                    try:
-                        event = ev_mod.decode(m.data)
-                    except ev_mod.UndecodableEvent:
-                        log.warning("replay skipped undecodable message %s", m.metadata.sequence.stream)
-                        continue
-                    if ev_mod.subject_of(event) != m.subject:
-                        log.warning("replay skipped %s: body does not match its subject", m.subject)
-                        continue
-                    yield m.metadata.sequence.stream, event
+                    if not cursor.take(m):
+                        break
+                    event = _checked(m)
+                    if event is not None:
+                        yield m.metadata.sequence.stream, event
         finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # the ephemeral consumer expires on its own
-                pass
+            await cursor.close()
 
     async def run_ids(self) -> list[str]:
         """Run ids that have a run.started event, sorted by name. The runner's ids are

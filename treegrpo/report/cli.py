@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from treegrpo.advantages import ESTIMATORS
+from treegrpo.bus import ReplayIncomplete
 from treegrpo.report._build import build_report
 from treegrpo.report._output import print_rich
 
@@ -165,6 +166,9 @@ def report(
     except LookupError as exc:
         Console(stderr=True).print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
+    except ReplayIncomplete as exc:  # never a report of a shortened run
+        Console(stderr=True).print(f"[red]{exc}[/red]")
+        raise typer.Exit(3) from exc
     if open_page:
         _open(rep.html_path)
     if as_json:

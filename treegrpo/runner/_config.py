@@ -41,6 +41,15 @@ class RunnerSettings(Section):
         default="",
         description="Use this NATS instead of the embedded server (or the one `treegrpo nats up` runs)",
     )
+    stream_replicas: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description=(
+            "JetStream replicas of the stream and buckets the runner creates, and of every service it "
+            "starts (one count for the whole deployment; 3 on a three-server cluster)"
+        ),
+    )
     out_dir: str = Field(
         default="", description="Where the export and report go; empty = $TREEGRPO_HOME/runs/<run_id>"
     )

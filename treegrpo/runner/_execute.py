@@ -52,7 +52,8 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
     """Each service's config: the run file's section plus what the runner wires together."""
     home = treegrpo_home()
     model = rf.service("sampler").model or spec.model or str(home / "models" / "small")
-    common = {"nats": {"url": url}}
+    # one replica count for the whole deployment: the stream the runner makes is what services expect
+    common = {"nats": {"url": url, "stream_replicas": rf.runner.stream_replicas}}
     run = {"run_id": spec.run_id}  # each service consumes this run's events alone (docs/DEPLOY.md)
     wiring = {
         # the runner says run.completed once training caught up too, not when rollout ends;
@@ -120,7 +121,7 @@ async def execute(
     home = treegrpo_home()
     nats = open_nats(rf.runner.nats_url, what="treegrpo run")
     try:
-        bus = await Bus.connect(nats.url, "runner", 15)
+        bus = await Bus.connect(nats.url, "runner", 15, replicas=rf.runner.stream_replicas)
         try:
             await bus.ensure()
             return await _execute(rf, resume, console, home, nats, bus, resume_cmd)
