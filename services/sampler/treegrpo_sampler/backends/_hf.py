@@ -100,7 +100,7 @@ class HfBackend:
             return None
         try:
             cache.batch_repeat_interleave(n)
-        except AttributeError:  # hybrid models (Qwen3.5's linear-attention layers) cannot repeat: full prefill
+        except AttributeError:  # hybrid models (Qwen3.5 linear attention) cannot repeat: full prefill
             return None
         return cache
 
