@@ -25,7 +25,6 @@ from treegrpo_learner._loss import LossSettings, policy_loss, quantiles, token_w
 from treegrpo_learner._model import PackedPolicy, adapter_disabled
 from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
 
-
 _SECTIONS = ("policy_loss", "rollout_correction")
 
 
