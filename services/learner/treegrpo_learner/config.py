@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import Section, ServiceSettings
@@ -80,6 +80,43 @@ class RolloutCorrectionSettings(Section):
     )
 
 
+class OverlongSettings(Section):
+    """Responses cut at the sampler's max_new_tokens (node.sampled finish_reason "length")."""
+
+    mode: Literal["keep", "mask", "penalty"] = Field(
+        default="keep",
+        description="keep: train them like any other; mask: leave cut responses out of the loss "
+        "(DAPO's overlong filtering; they still count in their group's advantages); penalty: add "
+        "DAPO's soft overlong punishment to every member's reward before the advantages",
+    )
+    max_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="L_max of the penalty: the sampler's max_new_tokens (required with mode=penalty)",
+    )
+    buffer_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="L_cache: the penalty ramps from 0 at L_max - L_cache tokens to -factor at L_max",
+    )
+    factor: float = Field(
+        default=1.0, ge=0, description="Penalty at (and beyond) L_max tokens, in reward units"
+    )
+
+    @model_validator(mode="after")
+    def _penalty_needs_a_length(self) -> OverlongSettings:
+        if self.mode == "penalty" and not (0 < self.buffer_tokens <= self.max_tokens):
+            raise ValueError("overlong.mode=penalty needs 0 < buffer_tokens <= max_tokens")
+        return self
+
+    def penalty(self, length: int) -> float:
+        """DAPO's R_length: 0 up to L_max - L_cache, then linear down to -factor at L_max."""
+        start = self.max_tokens - self.buffer_tokens
+        if length <= start:
+            return 0.0
+        return -self.factor * min(1.0, (length - start) / self.buffer_tokens)
+
+
 class LearnerConfig(ServiceSettings):
     """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
 
@@ -122,6 +159,9 @@ class LearnerConfig(ServiceSettings):
     rollout_correction: RolloutCorrectionSettings = Field(
         default_factory=RolloutCorrectionSettings,
         description="IcePop token masking and the sequence gate on the train/inference ratio",
+    )
+    overlong: OverlongSettings = Field(
+        default_factory=OverlongSettings, description="What a response cut at max_new_tokens trains"
     )
     ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch")
     mini_batches: int = Field(
