@@ -54,7 +54,7 @@ def test_importance_weights_are_truncated_at_the_cap():
 
 
 def test_seq_mean_weights_average_each_sequence_first():
-    w = token_weights([1, 3], "seq-mean")
+    w = token_weights([1, 3], "seq-mean-token-mean")
     assert w == pytest.approx([0.5, 1 / 6])
     assert sum(wi * n for wi, n in zip(w, [1, 3], strict=True)) == pytest.approx(1.0)
 

@@ -25,6 +25,7 @@ class Member:
     response_ids: tuple[int, ...]
     behaviour_logprobs: tuple[float, ...]
     policy_version: int
+    truncated: bool = False  # the sampler cut it at max_new_tokens (finish_reason "length")
 
 
 @dataclass
@@ -43,11 +44,11 @@ class PendingGroup:
         """The oldest version that sampled any member (staleness is counted from it)."""
         return min((m.policy_version for m in self.members), default=0)
 
-    def advantages(self, estimator: str) -> list[float]:
-        """Per member; 0 for members masked by infrastructure faults (treegrpo/advantages.py)."""
-        return advantages.compute(
-            estimator, [m.reward for m in self.members], [m.status for m in self.members]
-        )
+    def advantages(self, estimator: str, penalty: Callable[[int], float] | None = None) -> list[float]:
+        """Per member; 0 for members masked by infrastructure faults (treegrpo/advantages.py).
+        `penalty(response length)` is added to each reward first (DAPO's soft overlong punishment)."""
+        rewards = [m.reward + (penalty(len(m.response_ids)) if penalty else 0.0) for m in self.members]
+        return advantages.compute(estimator, rewards, [m.status for m in self.members])
 
     @property
     def dropped(self) -> str:

@@ -1,17 +1,23 @@
-"""The policy loss per token: PPO-clip against the proximal policy, truncated importance weights
-against the behaviour policy, an optional k3 KL to the reference, and the aggregation weights.
+"""The policy loss per token: PPO-clip against the proximal policy, corrections of the
+train/inference mismatch against the behaviour policy, an optional k3 KL to the reference, and the
+aggregation weights.
 
 Decoupled PPO (the proximal policy is the learner's current weights before the update, the
 behaviour policy is whatever version sampled the tokens):
 
-    r_t   = exp(logp_t - prox_t)                           # trust region around the proximal policy
-    w_t   = min(exp(prox_t - behav_t), tis_cap)            # corrects for stale / mismatched sampling
-    pg_t  = w_t * max(-A r_t, -A clip(r_t, 1 - eps_low, 1 + eps_high))
+    r_t   = exp(logp_t - prox_t)                           # ratio_level "token"
+    r_t   = exp(mean_{t in seq} (logp_t - prox_t))         # ratio_level "sequence" (GSPO)
+    rho_t = exp(prox_t - behav_t)                          # train/inference ratio
+    w_t   = min(rho_t, tis_cap)                            # TIS (tis_cap 0: w_t = 1)
+    m_t   = [token_mask_low <= rho_t <= token_mask_high]   # IcePop token mask (0 bounds: off)
+          * [seq_mask_low <= exp(mean_seq log rho) <= seq_mask_high]  # sequence gate (0: off)
+    pg_t  = m_t * w_t * max(-A r_t, -A clip(r_t, 1 - eps_low, 1 + eps_high))
     kl_t  = exp(ref_t - logp_t) - (ref_t - logp_t) - 1     # k3, >= 0
     loss  = sum_t weight_t * (pg_t + beta kl_t)
 
-`weight_t` implements the aggregation over the whole step (all micro-batches), so gradients
-accumulated micro-batch by micro-batch equal those of one big batch.
+With the sequence ratio the clip range is its own (GSPO's 3e-4 / 4e-4: a length-normalised ratio
+moves far less than a token's). `weight_t` implements the aggregation over the whole step (all
+micro-batches), so gradients accumulated micro-batch by micro-batch equal those of one big batch.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
 
 @dataclass(frozen=True)
 class LossSettings:
@@ -28,20 +36,43 @@ class LossSettings:
     clip_high: float = 0.28
     tis_cap: float = 2.0  # 0 disables the importance weights
     kl_coef: float = 0.0
+    ratio_level: str = "token"  # or "sequence" (GSPO)
+    seq_clip_low: float = 3e-4
+    seq_clip_high: float = 4e-4
+    token_mask_low: float = 0.0  # IcePop: tokens with rho outside [low, high] train nothing; 0 = off
+    token_mask_high: float = 0.0
+    seq_mask_low: float = 0.0  # a sequence whose geometric-mean rho is outside trains nothing; 0 = off
+    seq_mask_high: float = 0.0
 
 
-def token_weights(response_lens: Sequence[int], aggregation: str) -> list[float]:
-    """Per-sequence weight of each of its tokens, so that sum(weight * loss) is the aggregate.
+def token_weights(response_lens: Sequence[int], mode: str, norm_tokens: int = 0) -> list[float]:
+    """Per-sequence weight of each of its tokens, so that sum(weight * loss) is the aggregate
+    (verl's `loss_agg_mode` names).
 
-    token-mean: every token of the step counts 1 / (all tokens). seq-mean: each sequence's token
-    mean, averaged over sequences."""
+    token-mean: every token of the step counts 1 / (all tokens). seq-mean-token-mean: each
+    sequence's token mean, averaged over sequences. seq-mean-token-sum-norm (Dr. GRPO): each
+    sequence's token sum over a constant `norm_tokens` (0: the step's longest response), averaged
+    over sequences, so a token's weight depends on neither its sequence's length nor the batch's."""
     total = sum(response_lens)
-    if aggregation == "token-mean":
+    n = sum(1 for n_ in response_lens if n_ > 0)
+    if mode == "token-mean":
         return [1.0 / total if total else 0.0 for _ in response_lens]
-    if aggregation == "seq-mean":
-        n = sum(1 for n_ in response_lens if n_ > 0)
+    if mode == "seq-mean-token-mean":
         return [1.0 / (n * r) if r else 0.0 for r in response_lens]
-    raise ValueError(f"unknown aggregation {aggregation!r}")
+    if mode == "seq-mean-token-sum-norm":
+        norm = norm_tokens or max(response_lens, default=0)
+        return [1.0 / (n * norm) if r else 0.0 for r in response_lens]
+    raise ValueError(f"unknown loss_agg_mode {mode!r}; one of {AGG_MODES}")
+
+
+def _seq_mean(x: torch.Tensor, lens: Sequence[int]) -> torch.Tensor:
+    """Each sequence's mean of `x`, repeated over that sequence's tokens (differentiable)."""
+    parts = torch.split(x, list(lens))
+    return torch.cat([p.mean().expand(len(p)) for p in parts if len(p)]) if len(x) else x
+
+
+def _in(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    return ((x >= low) & (x <= high)).float()
 
 
 def policy_loss(
@@ -52,22 +83,44 @@ def policy_loss(
     weight: torch.Tensor,
     s: LossSettings,
     ref: torch.Tensor | None = None,
+    lens: Sequence[int] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Sum of weighted per-token losses (a scalar) and per-token statistics (detached)."""
+    """Sum of weighted per-token losses (a scalar) and per-token statistics (detached).
+
+    `lens`: the response length of each sequence, in order (one sequence when None)."""
+    lens = [len(logp)] if lens is None else list(lens)
     log_ratio = logp - prox
+    if s.ratio_level == "sequence":
+        log_ratio = _seq_mean(log_ratio, lens)
+        low, high = s.seq_clip_low, s.seq_clip_high
+    else:
+        low, high = s.clip_low, s.clip_high
     ratio = torch.exp(log_ratio)
     pg1 = -adv * ratio
-    pg2 = -adv * torch.clamp(ratio, 1.0 - s.clip_low, 1.0 + s.clip_high)
+    pg2 = -adv * torch.clamp(ratio, 1.0 - low, 1.0 + high)
     pg = torch.maximum(pg1, pg2)
     stats = {
         "clipped": (pg2 > pg1).float().detach(),
         "ratio": ratio.detach(),
-        "approx_kl": (0.5 * log_ratio.detach() ** 2),
+        "approx_kl": (0.5 * (logp - prox).detach() ** 2),
     }
+    log_rho = (prox - behav).detach()
+    rho = torch.exp(log_rho)
+    stats["rollout_ratio"] = rho
     if s.tis_cap > 0:
-        w = torch.exp(prox - behav).clamp(max=s.tis_cap).detach()
+        w = rho.clamp(max=s.tis_cap)
         pg = pg * w
         stats["tis_weight"] = w
+    mask = torch.ones_like(rho)
+    if s.token_mask_high > 0:
+        mask = mask * _in(rho, s.token_mask_low, s.token_mask_high)
+        stats["tokens_masked"] = 1.0 - mask
+    if s.seq_mask_high > 0:
+        gate = _in(torch.exp(_seq_mean(log_rho, lens)), s.seq_mask_low, s.seq_mask_high)
+        mask = mask * gate
+        stats["seq_gate_masked"] = 1.0 - gate  # per token: the token's sequence was gated off
+    if s.token_mask_high > 0 or s.seq_mask_high > 0:
+        pg = pg * mask
     per_token = pg
     if ref is not None and s.kl_coef > 0:
         d = ref - logp
@@ -75,3 +128,11 @@ def policy_loss(
         per_token = per_token + s.kl_coef * kl
         stats["kl_ref"] = kl.detach()
     return (weight * per_token).sum(), stats
+
+
+def quantiles(x: torch.Tensor) -> dict[str, float]:
+    """p01, p50, p99 of a tensor of ratios (empty: nothing)."""
+    if x.numel() == 0:
+        return {}
+    q = torch.quantile(x.float(), torch.tensor([0.01, 0.5, 0.99], dtype=torch.float32, device=x.device))
+    return {"p01": float(q[0]), "p50": float(q[1]), "p99": float(q[2])}

@@ -39,6 +39,7 @@ class RunLearner:
         self.buffer = GroupBuffer()
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
+        self.counts: dict[str, float] = {}  # what the last `samples` left out, by reason
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.restore_notes: list[str] = []  # what a restore skipped or lost (the service reports them)
         self.damaged_versions: set[int] = set()  # published adapters that did not verify on restore
@@ -121,6 +122,7 @@ class RunLearner:
                     tuple(ns.response_token_ids),
                     tuple(ns.response_logprobs),
                     int(ns.policy_version),
+                    ns.finish_reason == "length",
                 )
             )
         return out
@@ -153,10 +155,17 @@ class RunLearner:
                 g.done.set_result(False)
 
     def samples(self, batch: Batch) -> tuple[list[TrainSample], int, list[int]]:
+        """The batch's training samples, its groups with signal and their staleness; what was left
+        out and why is counted in `self.counts` (the step's metrics)."""
         out, with_signal, staleness = [], 0, []
+        over = self.cfg.overlong
+        penalty = over.penalty if over.mode == "penalty" else None
+        self.counts = {"sequences_overlong": 0.0}
+        if over.mode == "mask":
+            self.counts["sequences_overlong_masked"] = 0.0
         for g in batch.groups:
             try:
-                adv = g.advantages(self.cfg.estimator)
+                adv = g.advantages(self.cfg.estimator, penalty)
             except ValueError as exc:  # a non-finite reward: this group fails the same way every time
                 raise step_fault(self.state.step + 1, f"group {g.group}: {exc}") from exc
             with_signal += any(a != 0.0 for a in adv)
@@ -171,6 +180,10 @@ class RunLearner:
                     continue  # no outcome of the policy's: our side failed it (treegrpo/infra.py)
                 if not m.prompt_ids or not m.response_ids:
                     continue  # nothing to condition on or to train (the sampler recorded no tokens)
+                self.counts["sequences_overlong"] += m.truncated
+                if m.truncated and over.mode == "mask":
+                    self.counts["sequences_overlong_masked"] += 1
+                    continue  # cut mid-thought: its reward says little about its tokens (DAPO)
                 check_advantage(self.state.step + 1, g.group, m.node_id, a)
                 out.append(
                     TrainSample(
@@ -218,6 +231,7 @@ class RunLearner:
             phase_spans(self.tracer, out.phases, time.time_ns() - int(sum(out.phases.values()) * 1e9))
             phases.update(out.phases)
             metrics.update(out.metrics)
+            metrics.update(self.counts)
             self.advance(batch)
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             if co.release_after_step:

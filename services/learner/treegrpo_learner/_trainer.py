@@ -21,9 +21,11 @@ import torch
 import torch.distributed as dist
 
 from treegrpo_learner import _distributed as dd
-from treegrpo_learner._loss import LossSettings, policy_loss, token_weights
+from treegrpo_learner._loss import LossSettings, policy_loss, quantiles, token_weights
 from treegrpo_learner._model import PackedPolicy, adapter_disabled
 from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
+
+_SECTIONS = ("policy_loss", "rollout_correction")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,15 @@ class TrainerSettings:
     clip_high: float = 0.28
     tis_cap: float = 2.0
     kl_coef: float = 0.0
-    aggregation: str = "token-mean"
+    ratio_level: str = "token"
+    seq_clip_low: float = 3e-4
+    seq_clip_high: float = 4e-4
+    loss_agg_mode: str = "token-mean"
+    norm_tokens: int = 0
+    token_mask_low: float = 0.5
+    token_mask_high: float = 0.0
+    seq_mask_low: float = 0.5
+    seq_mask_high: float = 0.0
     ppo_epochs: int = 1
     mini_batches: int = 1
     recompute_proximal: str = "auto"
@@ -52,9 +62,16 @@ class TrainerSettings:
 
     @classmethod
     def from_config(cls, cfg) -> TrainerSettings:
-        """From a LearnerConfig (any object with these attribute names)."""
-        names = cls.__dataclass_fields__
-        return cls(**{n: getattr(cfg, n) for n in names})
+        """From a LearnerConfig (any object with these attribute names, at its top level or in one
+        of its sections `policy_loss`, `rollout_correction`)."""
+        scopes = [cfg, *(getattr(cfg, k) for k in _SECTIONS if hasattr(cfg, k))]
+        out = {}
+        for n in cls.__dataclass_fields__:
+            for scope in scopes:
+                if hasattr(scope, n):
+                    out[n] = getattr(scope, n)
+                    break
+        return cls(**out)
 
 
 @dataclass(frozen=True)
@@ -102,7 +119,9 @@ class PolicyTrainer:
         self.opt = torch.optim.AdamW(
             self.params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay, fused=fused
         )
-        self.loss = LossSettings(cfg.clip_low, cfg.clip_high, cfg.tis_cap, cfg.kl_coef)
+        self.loss = LossSettings(
+            **{k: getattr(cfg, k) for k in LossSettings.__dataclass_fields__}  # same names
+        )
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
         self.budget = cfg.micro_batch_tokens
         if self.autocast:
@@ -249,7 +268,9 @@ class PolicyTrainer:
         return {k: (sum(v) / len(v) if v else 0.0) for k, v in acc.items()}
 
     def _optimizer_step(self, samples, seqs, members, active, prox, ref, acc) -> None:
-        weights = token_weights([len(samples[i].response_ids) for i in members], self.cfg.aggregation)
+        weights = token_weights(
+            [len(samples[i].response_ids) for i in members], self.cfg.loss_agg_mode, self.cfg.norm_tokens
+        )
         weight_of = dict(zip(members, weights, strict=True))
         todo = [i for i in members if i in active]
         self.opt.zero_grad(set_to_none=True)
@@ -298,9 +319,16 @@ class PolicyTrainer:
 
         adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
         r = rows(ref) if ref is not None else None
-        loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r)
+        loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r, mb.response_lens)
+        rho = stats.pop("rollout_ratio")
+        gated = stats.pop("seq_gate_masked", None)
         out = {k: float(v.mean()) for k, v in stats.items()}
         out["clipfrac"] = out.pop("clipped")
+        # quantiles per micro-batch, averaged over the step's micro-batches (one in the demo)
+        out.update({f"rollout_ratio_{k}": v for k, v in quantiles(rho).items()})
+        if gated is not None:
+            firsts = [part[0] for part in torch.split(gated, mb.response_lens) if len(part)]
+            out["sequences_masked"] = float(torch.stack(firsts).mean()) if firsts else 0.0
         out["entropy"] = float(entropy.mean())
         out["behaviour_mismatch"] = float((p - behav).abs().mean())
         return loss, out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import Section, ServiceSettings
@@ -63,6 +63,94 @@ class ColocateSettings(Section):
     )
 
 
+class PolicyLossSettings(Section):
+    """How the PPO ratio is formed and the per-token losses are aggregated (docs/LEARNER.md, "Loss knobs")."""
+
+    ratio_level: Literal["token", "sequence"] = Field(
+        default="token",
+        description="token: r_t = pi/pi_prox per token (PPO); sequence: GSPO's length-normalised "
+        "exp(mean_t log r_t), one ratio per sequence, clipped by seq_clip_low/high",
+    )
+    seq_clip_low: float = Field(
+        default=3e-4, ge=0, description="Sequence ratio clip below: 1 - seq_clip_low (GSPO: 3e-4)"
+    )
+    seq_clip_high: float = Field(
+        default=4e-4, ge=0, description="Sequence ratio clip above: 1 + seq_clip_high (GSPO: 4e-4)"
+    )
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        default="token-mean",
+        description="verl's names: token-mean (every token of the step alike), seq-mean-token-mean "
+        "(each sequence's mean, then the mean over sequences), seq-mean-token-sum-norm (Dr. GRPO: "
+        "each sequence's sum over the constant norm_tokens, mean over sequences)",
+    )
+    norm_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="The constant of seq-mean-token-sum-norm (the generation budget, e.g. the "
+        "sampler's max_new_tokens); 0 = the step's longest response",
+    )
+
+
+class RolloutCorrectionSettings(Section):
+    """Masked corrections of the train/inference mismatch rho_t = pi_prox/pi_behaviour, beside TIS.
+
+    A masked token (or every token of a gated sequence) contributes no policy gradient; its
+    tokens still count in the aggregation's denominator. Both off by default (high = 0)."""
+
+    token_mask_low: float = Field(
+        default=0.5, ge=0, description="IcePop: tokens with rho_t below this are masked (when on)"
+    )
+    token_mask_high: float = Field(
+        default=0.0, ge=0, description="IcePop: tokens with rho_t above this are masked; 0 = off (e.g. 2.0)"
+    )
+    seq_mask_low: float = Field(
+        default=0.5, ge=0, description="Sequences whose geometric-mean rho is below this are masked (when on)"
+    )
+    seq_mask_high: float = Field(
+        default=0.0,
+        ge=0,
+        description="Sequences whose geometric-mean rho exp(mean_t log rho_t) is above this are masked; "
+        "0 = off (e.g. 2.0)",
+    )
+
+
+class OverlongSettings(Section):
+    """Responses cut at the sampler's max_new_tokens (node.sampled finish_reason "length")."""
+
+    mode: Literal["keep", "mask", "penalty"] = Field(
+        default="keep",
+        description="keep: train them like any other; mask: leave cut responses out of the loss "
+        "(DAPO's overlong filtering; they still count in their group's advantages); penalty: add "
+        "DAPO's soft overlong punishment to every member's reward before the advantages",
+    )
+    max_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="L_max of the penalty: the sampler's max_new_tokens (required with mode=penalty)",
+    )
+    buffer_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="L_cache: the penalty ramps from 0 at L_max - L_cache tokens to -factor at L_max",
+    )
+    factor: float = Field(
+        default=1.0, ge=0, description="Penalty at (and beyond) L_max tokens, in reward units"
+    )
+
+    @model_validator(mode="after")
+    def _penalty_needs_a_length(self) -> OverlongSettings:
+        if self.mode == "penalty" and not (0 < self.buffer_tokens <= self.max_tokens):
+            raise ValueError("overlong.mode=penalty needs 0 < buffer_tokens <= max_tokens")
+        return self
+
+    def penalty(self, length: int) -> float:
+        """DAPO's R_length: 0 up to L_max - L_cache, then linear down to -factor at L_max."""
+        start = self.max_tokens - self.buffer_tokens
+        if length <= start:
+            return 0.0
+        return -self.factor * min(1.0, (length - start) / self.buffer_tokens)
+
+
 class LearnerConfig(ServiceSettings):
     """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
 
@@ -99,8 +187,15 @@ class LearnerConfig(ServiceSettings):
         ge=0,
         description="KL penalty to the base model (adapter disabled, k3 estimator); 0 skips the ref pass",
     )
-    aggregation: Literal["token-mean", "seq-mean"] = Field(
-        default="token-mean", description="Loss aggregation over tokens"
+    policy_loss: PolicyLossSettings = Field(
+        default_factory=PolicyLossSettings, description="Ratio level (token/GSPO) and loss aggregation"
+    )
+    rollout_correction: RolloutCorrectionSettings = Field(
+        default_factory=RolloutCorrectionSettings,
+        description="IcePop token masking and the sequence gate on the train/inference ratio",
+    )
+    overlong: OverlongSettings = Field(
+        default_factory=OverlongSettings, description="What a response cut at max_new_tokens trains"
     )
     ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch")
     mini_batches: int = Field(

@@ -100,6 +100,7 @@ def node_events(
             prompt_token_ids=comp.prompt_token_ids,
             sampler_id=sampler_id,
             model=model,
+            finish_reason=comp.finish_reason,  # "length": cut at max_new_tokens (the learner's overlong rule)
         )
         if exp.parent_id is not None:
             body.parent_id = exp.parent_id
