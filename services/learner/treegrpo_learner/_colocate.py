@@ -20,14 +20,20 @@ log = logging.getLogger(__name__)
 POLL_S = 0.25
 
 
-def free_gib(device: str) -> float | None:
-    """Free memory of a CUDA device in GiB (None: not a CUDA device)."""
+def memory_gib(device: str) -> tuple[float, float] | None:
+    """(free, total) memory of a CUDA device in GiB (None: not a CUDA device)."""
     import torch
 
     if not device.startswith("cuda") or not torch.cuda.is_available():
         return None
-    free, _total = torch.cuda.mem_get_info(torch.device(device))
-    return free / 2**30
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    return free / 2**30, total / 2**30
+
+
+def free_gib(device: str) -> float | None:
+    """Free memory of a CUDA device in GiB (None: not a CUDA device)."""
+    memory = memory_gib(device)
+    return None if memory is None else memory[0]
 
 
 async def wait_for_memory(device: str, min_free_gib: float, timeout_s: float) -> float:
@@ -71,16 +77,14 @@ async def wait_for_engine(device: str, engine_gib: float, settle_s: float, timeo
     vLLM sizes its KV cache from the memory it sees while it profiles at start; a learner loading
     tens of GB at that moment would be counted as the engine's own use (or leave it none), so the
     two never start together: the engine first, then the learner into what it left."""
-    if engine_gib <= 0 or free_gib(device) is None:
+    if engine_gib <= 0 or memory_gib(device) is None:
         return 0.0
-    import torch
-
-    total = torch.cuda.mem_get_info(torch.device(device))[1] / 2**30
     started = steady_since = time.perf_counter()
     last = -1.0
     while True:
         now = time.perf_counter()
-        used = total - (free_gib(device) or 0.0)
+        free, total = memory_gib(device) or (0.0, 0.0)
+        used = total - free
         if abs(used - last) > 1.0 or used < engine_gib:
             steady_since, last = now, used
         elif now - steady_since >= settle_s:
