@@ -3,11 +3,12 @@
 
 `treegrpo run treegrpo/examples/seed-<shape>-h200.toml` on a random-weight checkpoint of the real
 shape (`treegrpo model init --shape`): vLLM and the learner share the GPU (the engine sleeps while
-the learner steps), 1 task x E4 x G16 = 64 nodes a round, two rounds. Asserted from the run's
-seed-format export: every node of both rounds sampled, executed and graded; a learner step per round
-with the seed's phases in timing.jsonl and the sleep/wake phases of a colocated step; round 2 served
-by the v1 adapter, loaded and confirmed by the sampler. With TG_GPU_OUT set, the export's timing, the
-run's log and `nvidia-smi dmon` go there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
+the learner steps), 1 task x E4 x G16 = 64 nodes a round, TG_SEED_ROUNDS rounds (default 2).
+Asserted from the run's seed-format export: every node of every round sampled, executed and
+graded; a learner step per round, the last one's included, with the seed's phases in timing.jsonl
+and the sleep/wake phases of a colocated step; round 2 served by the v1 adapter, loaded and
+confirmed by the sampler. With TG_GPU_OUT set, the export's timing, the run's and the learner's
+logs and `nvidia-smi dmon` go there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / shape
     out.mkdir(parents=True, exist_ok=True)
     model = _model(home, shape)
-    run_dir = _run(preset, model, home, out, rounds=2)
+    rounds = int(os.environ.get("TG_SEED_ROUNDS", "2"))
+    run_dir = _run(preset, model, home, out, rounds=rounds)
+    for log in run_dir.glob("logs/learner*"):  # its per-step throughput lines (seed_round_summary.py)
+        shutil.copy(log, out / log.name)
     timing_files = list(run_dir.rglob("timing.jsonl"))
     assert timing_files, f"no timing.jsonl under {run_dir}"
     steps = [json.loads(line) for line in timing_files[0].read_text().splitlines() if line.strip()]
@@ -89,10 +93,10 @@ def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     (out / "nodes.json").write_text(
         json.dumps([{k: r.get(k) for k in ("round", "status", "reward")} for r in rows])
     )
-    assert len([r for r in rows if r["round"] == 1]) == 64
-    assert len([r for r in rows if r["round"] == 2]) == 64
-    # the last round completes the run before its groups train: rounds - 1 steps (here, v1)
-    assert len(steps) >= 1, steps
+    for n in range(1, rounds + 1):
+        assert len([r for r in rows if r["round"] == n]) == 64, n
+    # synchronous: one step per round, the last round's included (the runner waits for it)
+    assert len(steps) == rounds, steps
     for step in steps:
         assert all(p in step["phases_s"] for p in SEED_PHASES), step
     # colocated: the learner waited for the engine to sleep before its first step, and the engine

@@ -97,3 +97,12 @@ def test_shared_prompt_step_has_the_per_sequence_loss_and_gradients(budget):
     assert any("linear_attn.in_proj_qkv" in n for n in g_alone) and any(
         "self_attn.q_proj" in n for n in g_alone
     )
+
+
+def test_the_step_reports_the_tokens_its_update_forwarded_with_shared_prompts_once():
+    # two mini-batches: [g9 x3] and [g2 x2, g4]; shared, each prompt runs once per mini-batch
+    shared, _ = step_grads(policy(), micro_batch_tokens=4096, share_prompts=True)
+    alone, _ = step_grads(policy(), micro_batch_tokens=4096, share_prompts=False)
+    assert shared["tokens_forwarded"] == (9 + 6 + 1 + 4) + (2 + 5 + 3) + (4 + 5)
+    assert alone["tokens_forwarded"] == (15 + 10 + 13) + (7 + 5 + 9)
+    assert shared["update_tokens_per_s"] > 0

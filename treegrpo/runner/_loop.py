@@ -60,7 +60,9 @@ async def finish_step(progress: Progress, rf: RunFile) -> bool:
         return False
     if progress.training_done:
         return True
-    quiet_since = max(progress.last_step_at, progress.started)
+    if not progress.rollout_done_at:
+        progress.rollout_done_at = time.time()
+    quiet_since = max(progress.last_step_at, progress.rollout_done_at, progress.started)
     return time.time() - quiet_since > rf.runner.learner_idle_s
 
 

@@ -43,6 +43,9 @@ class Progress:
     dead_letters: int = 0
     completed_by: str = ""
     last_step_at: float = 0.0
+    # when the watcher first saw every round complete: the learner cannot start the last round's
+    # step before then, so its idle wait counts from here, not from the step before
+    rollout_done_at: float = 0.0
     seen: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)  # one-off lines for the screen, taken by the runner
 

@@ -10,6 +10,7 @@ their tokens still count in the token-mean denominator, so the update equals tra
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections import defaultdict
@@ -26,6 +27,7 @@ from treegrpo_learner._model import PackedPolicy, adapter_disabled
 from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
 
 _SECTIONS = ("policy_loss", "rollout_correction")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class PolicyTrainer:
         self.model, self.cfg, self.ranks = model, cfg, ranks
         self.device = ranks.device if ranks is not None else torch.device(cfg.device)
         self.world = ranks.world if ranks is not None else 1
+        self._forwarded = 0  # tokens the current step's micro-batches ran through the model
         self.policy = PackedPolicy(model, cfg.gdn_backend)
         if ranks is not None:
             dd.shard(self.policy, self.policy.decoder, ranks)
@@ -237,9 +240,14 @@ class PolicyTrainer:
             self.sync()
             phases["ref"] = time.perf_counter() - t
         t = time.perf_counter()
+        self._forwarded = 0
         metrics = self._update(samples, seqs, active, prox, ref)
         self.sync()
         phases["update_actor"] = time.perf_counter() - t
+        # what the update's forwards actually ran (shared prompts once per group, every epoch): the
+        # throughput an MFU is counted from, comparable with benchmarks/learner_hybrid_gpu.py
+        metrics["tokens_forwarded"] = float(self._forwarded)
+        metrics["update_tokens_per_s"] = self._forwarded / max(phases["update_actor"], 1e-9)
         tokens = sum(len(s.response_ids) for s in samples)
         metrics["tokens"] = float(tokens)
         metrics["tokens_trained"] = float(
@@ -247,6 +255,14 @@ class PolicyTrainer:
         )
         metrics["sequences"] = float(len(samples))
         metrics["sequences_trained"] = float(len(active))
+        log.info(
+            "step: %d of %d sequences trained, %d tokens forwarded in %.1f s (%.0f tok/s)",
+            len(active),
+            len(samples),
+            self._forwarded,
+            phases["update_actor"],
+            metrics["update_tokens_per_s"],
+        )
         return StepOutput(metrics=metrics, phases=phases)
 
     @staticmethod
@@ -283,6 +299,7 @@ class PolicyTrainer:
                 self.forward(dd.dummy().to(self.device))[0].sum().mul(0.0).backward()
                 continue
             idx = [mine[k] for k in mb.samples]
+            self._forwarded += mb.tokens
             loss, stats = self._micro(mb.to(self.device), idx, samples, weight_of, prox, ref)
             loss.backward()
             total_loss += float(loss.detach())
