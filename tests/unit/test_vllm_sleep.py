@@ -43,3 +43,42 @@ async def test_an_engine_with_a_request_running_or_without_sleep_mode_stays_awak
     off, off_engine = backend(sleep=False)
     assert not await off.sleep()
     assert engine.calls == off_engine.calls == []
+
+
+class LoadingEngine(EngineStandIn):
+    """add_lora takes a while, as reading ~173 MB of adapter does on the 9B."""
+
+    async def add_lora(self, request) -> None:
+        self.calls.append(f"add_lora {request.lora_name}")
+        await asyncio.sleep(0.05)
+
+
+class LoRARequestStandIn:
+    def __init__(self, name, lora_id, path):
+        self.lora_name, self.lora_int_id, self.path = name, lora_id, path
+
+
+async def test_a_sleep_decided_under_the_old_version_never_falls_inside_an_adapter_load(
+    tmp_path, monkeypatch
+):
+    # seen on the H200: the pump decided "every run waits for a new version" under v1 while v2 was
+    # loading, and the engine fell asleep between the load's wake and the new version
+    import sys
+    import types
+
+    lora_mod = types.ModuleType("vllm.lora.request")
+    lora_mod.LoRARequest = LoRARequestStandIn
+    for name, mod in (("vllm", types.ModuleType("vllm")), ("vllm.lora", types.ModuleType("vllm.lora"))):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", lora_mod)
+    (tmp_path / "adapter_config.json").write_text("{}")
+    b = VllmBackend(str(tmp_path / "model"), VllmSettings(sleep_when_idle=True))
+    b._engine = engine = LoadingEngine()
+    assert await b.sleep(0)  # the learner steps
+    decided_under = b.version
+    load = asyncio.create_task(b.load_adapter(1, tmp_path))
+    await asyncio.sleep(0.01)  # the load holds the lock: woken, adding the adapter
+    assert not await b.sleep(decided_under)  # waited for the load, then refused: v1 serves now
+    await load
+    assert b.version == 1 and not b.asleep
+    assert engine.calls == ["sleep 1", "wake", "add_lora policy-v1-1"]

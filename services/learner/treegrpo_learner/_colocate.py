@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 from treegrpo.bus import TransientError
@@ -61,13 +62,34 @@ async def wait_for_memory(device: str, min_free_gib: float, timeout_s: float) ->
     return time.perf_counter() - started
 
 
-def release(device: str) -> None:
-    """Return the allocator's cached blocks (the step's activations) to the device."""
+def prepare_allocator(enabled: bool) -> bool:
+    """Before CUDA starts in this process: expandable segments, so `release` can return every free
+    page; False when off or the environment already chose the allocator's settings."""
+    if not enabled or "PYTORCH_CUDA_ALLOC_CONF" in os.environ:
+        return False
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    return True
+
+
+def release(device: str) -> float | None:
+    """Return the allocator's cached blocks (the step's activations) to the device; the device's
+    free GiB afterwards (None off CUDA), logged beside what this process still holds."""
     import torch
 
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.synchronize(torch.device(device))
-        torch.cuda.empty_cache()
+    if not (device.startswith("cuda") and torch.cuda.is_available()):
+        return None
+    dev = torch.device(device)
+    torch.cuda.synchronize(dev)
+    torch.cuda.empty_cache()
+    free = free_gib(device)
+    log.info(
+        "%s: released the step's memory: %.1f GiB free, this process holds %.1f GiB (%.1f allocated)",
+        device,
+        free,
+        torch.cuda.memory_reserved(dev) / 2**30,
+        torch.cuda.memory_allocated(dev) / 2**30,
+    )
+    return free
 
 
 async def wait_for_engine(device: str, engine_gib: float, settle_s: float, timeout_s: float) -> float:

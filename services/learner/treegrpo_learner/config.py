@@ -61,6 +61,15 @@ class ColocateSettings(Section):
             "engine can wake into it"
         ),
     )
+    expandable_segments: bool = Field(
+        default=True,
+        description=(
+            "With release_after_step: start CUDA with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "(unless the environment sets that variable), so a release returns every free page, not "
+            "only whole free segments; without it the optimizer's state, first allocated inside the "
+            "step's activations, pins their segments (measured: 19 GiB held after the 9B's step)"
+        ),
+    )
 
 
 class PolicyLossSettings(Section):

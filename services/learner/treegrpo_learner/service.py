@@ -21,6 +21,7 @@ from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_learner import _colocate
 from treegrpo_learner._buffer import PendingGroup
 from treegrpo_learner._checkpoint import NonFiniteWeights
 from treegrpo_learner._numeric import NonFiniteStep
@@ -38,6 +39,8 @@ class LearnerService(Service):
     def __init__(self, config: LearnerConfig, instance: str | None = None):
         super().__init__(config, instance)
         self.config: LearnerConfig = config
+        co = config.colocate
+        _colocate.prepare_allocator(co.release_after_step and co.expandable_segments)  # before CUDA starts
         self.active: RunLearner | None = None
         self._opening = asyncio.Lock()
         self._loop: asyncio.Task | None = None

@@ -264,7 +264,7 @@ class SamplerService(Service):
             return
         version = self.backend.version
         if all(waits_for_policy(s.spec, s.rounds, version) for s in runs):
-            await sleep()
+            await sleep(version)  # refused if a load made another version current meanwhile
 
     def _launch(self, state: RunState, share: int) -> int:
         """Start up to `share` of the free slots' groups for this run; how many started."""

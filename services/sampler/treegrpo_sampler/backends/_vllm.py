@@ -134,13 +134,17 @@ class VllmBackend:
     def asleep(self) -> bool:
         return self._asleep
 
-    async def sleep(self) -> bool:
+    async def sleep(self, version: int | None = None) -> bool:
         """Release the GPU to a colocated learner (sleep mode); False if the engine cannot sleep
-        now: sleep off, not started, already asleep, or requests still running."""
+        now: sleep off, not started, already asleep, requests still running, or (with `version`)
+        another version loaded since the caller decided: an adapter load holds the lock from its
+        wake to the new version, so the engine never sleeps under the round that version serves."""
         if not self.settings.sleep_when_idle or self._engine is None or self._asleep:
             return False
         async with self._load_lock:
             if sum(self._inflight.values()) or self._asleep:
+                return False
+            if version is not None and version != self._version:
                 return False
             started = time.perf_counter()
             # the prefix cache is dropped with the KV blocks: level 1 keeps the weights in host memory
@@ -155,12 +159,15 @@ class VllmBackend:
         if not self._asleep:
             return 0.0
         async with self._load_lock:
-            if not self._asleep:
-                return 0.0
-            started = time.perf_counter()
-            await self._engine.wake_up()
-            self._asleep = False
-            self.last_wake_seconds = time.perf_counter() - started
+            return await self._wake_locked()
+
+    async def _wake_locked(self) -> float:
+        if not self._asleep:
+            return 0.0
+        started = time.perf_counter()
+        await self._engine.wake_up()
+        self._asleep = False
+        self.last_wake_seconds = time.perf_counter() - started
         log.info("vllm: awake in %.2fs", self.last_wake_seconds)
         return self.last_wake_seconds
 
@@ -232,11 +239,13 @@ class VllmBackend:
         folder = Path(adapter_dir).resolve()
         if not (folder / "adapter_config.json").is_file():
             raise ValueError(f"adapter v{version}: {folder} has no adapter_config.json")
-        await self.wake()  # the learner has stepped and released the GPU: the new version serves next
         started = time.perf_counter()
         # Qwen3.5 (ConditionalGeneration) names its layers model.language_model.*: rename or nothing applies
         folder = await asyncio.to_thread(adapter_for_engine, self.model, folder)
         async with self._load_lock:
+            # the learner has stepped and released the GPU: wake for the version that serves next,
+            # under the lock so no sleep falls between the wake and the new version
+            woke = await self._wake_locked()
             lora_id = next(self._ids)
             request = LoRARequest(
                 f"{self.settings.lora_name_prefix}-v{version}-{lora_id}", lora_id, str(folder)
@@ -248,7 +257,7 @@ class VllmBackend:
             old, self._lora, self._version = self._lora, request, version
             if old is not None:
                 self._retired.add(old.lora_int_id)
-        self.last_swap_seconds = time.perf_counter() - started
+        self.last_swap_seconds = time.perf_counter() - started - woke  # the wake is its own phase
         log.info("vllm: serving v%d as %s (%.2fs)", version, request.lora_name, self.last_swap_seconds)
         await self._drop_retired()
 

@@ -1,0 +1,48 @@
+"""A colocated learner's allocator and waits, off a GPU (the waits never block without CUDA)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from treegrpo_learner import _colocate
+from treegrpo_learner.config import LearnerConfig
+
+pytestmark = pytest.mark.timeout(10)
+EXAMPLES = Path(__file__).resolve().parents[2] / "treegrpo" / "examples"
+
+
+def test_a_colocated_learner_starts_cuda_with_expandable_segments(monkeypatch):
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert _colocate.prepare_allocator(True)
+    import os
+
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+
+
+def test_the_allocator_is_left_as_the_environment_or_the_config_says(monkeypatch):
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    assert not _colocate.prepare_allocator(True)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    assert not _colocate.prepare_allocator(False)
+    import os
+
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in os.environ
+
+
+def test_off_cuda_nothing_waits_and_nothing_is_released():
+    assert asyncio.run(_colocate.wait_for_memory("cpu", 75.0, 1.0)) == 0.0
+    assert asyncio.run(_colocate.wait_for_engine("cpu", 60.0, 1.0, 1.0)) == 0.0
+    assert _colocate.release("cpu") is None
+
+
+def test_the_seed_presets_release_after_each_step_with_expandable_segments():
+    from treegrpo.runner import load_run_file
+
+    for shape in ("qwen35-9b", "qwen36-27b"):
+        rf = load_run_file(EXAMPLES / f"seed-{shape}-h200.toml")
+        learner = LearnerConfig.model_validate(rf.services["learner"])
+        assert learner.colocate.release_after_step and learner.colocate.expandable_segments
+        assert learner.colocate.min_free_gib > 0
