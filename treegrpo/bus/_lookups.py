@@ -52,9 +52,11 @@ class Reads:
     consumers: int = 0  # read consumers opened (one per replay or `last_events`; more after stalls)
     fetches: int = 0  # pull fetches over those consumers
     infos: int = 0  # stream-info requests (a run's subjects, its ends, the runs)
+    messages: int = 0  # messages those fetches brought (replays, `last_events`)
 
     @property
     def total(self) -> int:
+        """Requests sent (messages are not requests)."""
         return self.lookups + self.consumers + self.fetches + self.infos
 
 
@@ -111,8 +113,10 @@ class Lookups:
         kinds: Iterable[str] | None = None,
         batch: int = 512,
         patience_s: float = REPLAY_PATIENCE_S,
+        after: int = 0,
     ) -> AsyncIterator[tuple[int, pb.Event]]:
-        """Every event of a run (optionally of some kinds), in stream order, up to the current end.
+        """Every event of a run (optionally of some kinds; only those after stream sequence
+        `after`), in stream order, up to the current end.
 
         Never short: it ends only when the server says nothing is left. A fetch that times out, a
         connection that drops, or a message lost in transit (the consumer's own sequence skips: its
@@ -120,13 +124,20 @@ class Lookups:
         nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads are
         skipped here (the live consumers dead-letter them)."""
         filters = [ev_mod.subject_filter(k, run_id) for k in kinds] if kinds else [ev_mod.run_filter(run_id)]
-        async for item in self._read(run_id, filters, batch, patience_s):
+        async for item in self._read(run_id, filters, batch, patience_s, after=after):
             yield item
 
     async def _read(
-        self, run_id: str, filters: list[str], batch: int, patience_s: float, last_per_subject: bool = False
+        self,
+        run_id: str,
+        filters: list[str],
+        batch: int,
+        patience_s: float,
+        last_per_subject: bool = False,
+        after: int = 0,
     ) -> AsyncIterator[tuple[int, pb.Event]]:
         cursor = _Cursor(run_id, patience_s, last_per_subject)
+        cursor.last = after
         try:
             while True:
                 try:
@@ -140,6 +151,7 @@ class Lookups:
                 except (TimeoutError, OSError, nats.errors.Error) as exc:
                     await cursor.stalled(exc)
                     continue
+                self.reads.messages += len(msgs)
                 for m in msgs:
                     if not cursor.take(m):
                         break

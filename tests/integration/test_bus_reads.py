@@ -1,0 +1,82 @@
+"""What reading costs, counted on a real nats-server (`Bus.reads`): the facts of many keys are one
+consumer and one fetch; a trained group's members are one read, not one lookup per sibling (was
+16 for a group of 16); opening a trained run reads its log in one replay (was three) and finishes
+its tail from what that replay read (was one lookup more).
+
+The learner's two tests are about its private modules (`_buffer.read_members`, `_restore.Restorer`):
+the counts are theirs, and no public name reaches them without a model and a trainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.learner_events import scored_group
+from treegrpo import events as ev
+from treegrpo.bus import Reads
+from treegrpo.events import Kind
+from treegrpo.v1 import events_pb2 as pb
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sampled(run: str, node: str, code: str) -> pb.Event:
+    return ev.make_event(run, "sampler", pb.NodeSampled(node_id=node, code=code, sibling_group="g"))
+
+
+async def test_last_events_reads_the_newest_fact_of_each_key_in_one_consumer_and_one_fetch(bus):
+    await bus.publish_many([sampled("r1", f"n{i}", f"print({i})") for i in range(6)])
+    await bus.publish(sampled("r2", "n1", "another run"))
+    newer = sampled("r1", "n2", "print('again')")  # a second message on n2's subject (no dedup id)
+    await bus.publish_raw(ev.subject_of(newer), ev.encode(newer))
+    bus.reads = Reads()
+    found = await bus.last_events("r1", Kind.NODE_SAMPLED, ["n0", "n1", "n2", "n5", "gone"])
+    assert {k: e.node_sampled.code for k, e in found.items()} == {
+        "n0": "print(0)",
+        "n1": "print(1)",
+        "n2": "print('again')",
+        "n5": "print(5)",
+    }
+    assert bus.reads == Reads(lookups=0, consumers=1, fetches=1, infos=0, messages=4)
+    assert await bus.last_events("r1", Kind.NODE_SAMPLED, []) == {}
+    assert bus.reads.total == 2  # no keys: no request
+
+
+async def test_a_trained_groups_members_are_one_fetch_not_one_lookup_per_sibling(bus):
+    from treegrpo_learner._buffer import read_members
+
+    group = await scored_group(bus, "g1", "t", 1, 0, [0.1 * i for i in range(16)], vocab=320)
+    gs = (await bus.last_event("g1", Kind.GROUP_SCORED, group)).group_scored
+    bus.reads = Reads()
+    members = await read_members(bus, "g1", gs)
+    assert bus.reads == Reads(lookups=0, consumers=1, fetches=1, messages=16)  # was Reads(lookups=16)
+    assert [m.node_id for m in members] == [m.node_id for m in gs.members]
+    assert [m.reward for m in members] == pytest.approx([0.1 * i for i in range(16)])
+    one = (await bus.last_event("g1", Kind.NODE_SAMPLED, members[3].node_id)).node_sampled
+    assert members[3].response_ids == tuple(one.response_token_ids) and members[3].prompt_ids
+
+
+async def test_opening_a_trained_run_reads_its_log_in_one_replay(bus, tmp_path):
+    from treegrpo_learner._restore import Restorer
+
+    groups = [await scored_group(bus, "o1", "t", 1, s, [1.0, 0.0, 0.5, 0.2], vocab=320) for s in range(3)]
+    steps = [
+        pb.LearnerStepped(step=1, policy_version=1, sibling_groups=groups[:2], last_stream_seq=10),
+        pb.LearnerStepped(step=2, policy_version=2, sibling_groups=groups[2:], last_stream_seq=15),
+    ]
+    earlier = pb.LearnerRestored(version=1, restore=1, weights_from="replay", replayed_steps=1)
+    await bus.publish_many([ev.make_event("o1", "learner", b) for b in [*steps, earlier]])
+    restorer = Restorer(bus, "o1", "learner", None, tmp_path / "ckpt")  # nothing to load: no trainer
+    bus.reads = Reads()
+    restored = await restorer.restore()
+    assert bus.reads == Reads(lookups=0, consumers=1, fetches=1, messages=3)  # was 3 replays
+    assert [r.step for r in restored.retrain] == [1, 2] and restored.state.step == 0
+    assert (restored.fact.version, restored.fact.restore, restored.fact.weights_from) == (2, 2, "replay")
+    bus.reads = Reads()
+    batch = await restorer.batch(restored.retrain[0])
+    assert [g.group for g in batch.groups] == groups[:2] and len(batch.groups[1].members) == 4
+    # per group: its group.scored by key, its members in one fetch
+    assert bus.reads == Reads(lookups=2, consumers=2, fetches=2, messages=8)
+    restored.state.step = 2  # as if both steps were re-trained: the log has learner.step 2
+    bus.reads = Reads()
+    await restorer.finish_tail(restored.state, restored, upload=None, publisher=None)
+    assert bus.reads.total == 0  # its learner.step is in what the replay read (was one lookup)
