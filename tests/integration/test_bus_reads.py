@@ -1,5 +1,5 @@
 """What reading costs, counted on a real nats-server (`Bus.reads`): the facts of many keys are one
-consumer and one fetch; a trained group's members are one read, not one lookup per sibling (was
+request (a batched direct get); a trained group's members are one read, not one lookup per sibling (was
 16 for a group of 16); opening a trained run reads its log in one replay (was three) and finishes
 its tail from what that replay read (was one lookup more).
 
@@ -23,7 +23,7 @@ def sampled(run: str, node: str, code: str) -> pb.Event:
     return ev.make_event(run, "sampler", pb.NodeSampled(node_id=node, code=code, sibling_group="g"))
 
 
-async def test_last_events_reads_the_newest_fact_of_each_key_in_one_consumer_and_one_fetch(bus):
+async def test_last_events_reads_the_newest_fact_of_each_key_in_one_request(bus):
     await bus.publish_many([sampled("r1", f"n{i}", f"print({i})") for i in range(6)])
     await bus.publish(sampled("r2", "n1", "another run"))
     newer = sampled("r1", "n2", "print('again')")  # a second message on n2's subject (no dedup id)
@@ -36,19 +36,27 @@ async def test_last_events_reads_the_newest_fact_of_each_key_in_one_consumer_and
         "n2": "print('again')",
         "n5": "print(5)",
     }
-    assert bus.reads == Reads(lookups=0, consumers=1, fetches=1, infos=0, messages=4)
+    assert bus.reads == Reads(batches=1, messages=4)
     assert await bus.last_events("r1", Kind.NODE_SAMPLED, []) == {}
-    assert bus.reads.total == 2  # no keys: no request
+    assert await bus.last_events("r1", Kind.NODE_SAMPLED, ["gone", "also-gone"]) == {}
+    assert bus.reads.total == 2  # no keys: no request; keys of which none has a fact: one
+    many = [f"m{i:03d}" for i in range(300)]  # more keys than one batched request takes
+    await bus.publish_many([sampled("r3", k, k) for k in many])
+    bus.reads = Reads()
+    assert {
+        k: e.node_sampled.code for k, e in (await bus.last_events("r3", Kind.NODE_SAMPLED, many)).items()
+    } == {k: k for k in many}
+    assert bus.reads == Reads(batches=2, messages=300)
 
 
-async def test_a_trained_groups_members_are_one_fetch_not_one_lookup_per_sibling(bus):
+async def test_a_trained_groups_members_are_one_request_not_one_lookup_per_sibling(bus):
     from treegrpo_learner._buffer import read_members
 
     group = await scored_group(bus, "g1", "t", 1, 0, [0.1 * i for i in range(16)], vocab=320)
     gs = (await bus.last_event("g1", Kind.GROUP_SCORED, group)).group_scored
     bus.reads = Reads()
     members = await read_members(bus, "g1", gs)
-    assert bus.reads == Reads(lookups=0, consumers=1, fetches=1, messages=16)  # was Reads(lookups=16)
+    assert bus.reads == Reads(batches=1, messages=16)  # was Reads(lookups=16)
     assert [m.node_id for m in members] == [m.node_id for m in gs.members]
     assert [m.reward for m in members] == pytest.approx([0.1 * i for i in range(16)])
     one = (await bus.last_event("g1", Kind.NODE_SAMPLED, members[3].node_id)).node_sampled
@@ -74,8 +82,8 @@ async def test_opening_a_trained_run_reads_its_log_in_one_replay(bus, tmp_path):
     bus.reads = Reads()
     batch = await restorer.batch(restored.retrain[0])
     assert [g.group for g in batch.groups] == groups[:2] and len(batch.groups[1].members) == 4
-    # per group: its group.scored by key, its members in one fetch
-    assert bus.reads == Reads(lookups=2, consumers=2, fetches=2, messages=8)
+    # per group: its group.scored by key, its members in one batched request
+    assert bus.reads == Reads(lookups=2, batches=2, messages=8)
     restored.state.step = 2  # as if both steps were re-trained: the log has learner.step 2
     bus.reads = Reads()
     await restorer.finish_tail(restored.state, restored, upload=None, publisher=None)

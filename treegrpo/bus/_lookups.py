@@ -2,13 +2,14 @@
 in order (replayed to the current end, or followed live), its spec, its subjects and ends, the runs.
 
 Every read request is counted in `Bus.reads` (`Reads`), so a test can say how many a piece of
-work costs: a trained group's members are one consumer and one fetch, not one lookup per sibling.
+work costs: a trained group's members are one batched request, not one lookup per sibling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import nats.errors
 from nats.js.errors import NotFoundError
 
 from treegrpo import events as ev_mod
+from treegrpo.bus._errors import BusWriteError
 from treegrpo.bus._names import STREAM
 from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, _checked, _Cursor
 from treegrpo.config import RunSpec
@@ -24,6 +26,9 @@ from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+MULTI_LAST_MAX = 256  # subjects per batched direct get (the server caps one request's subjects)
+LOOKUP_TIMEOUT_S = 5.0  # a batched get's wait for each next message of its answer
 
 
 @dataclass(frozen=True)
@@ -49,15 +54,16 @@ class Reads:
     """The read requests a `Bus` sent, by what they are (tests and benchmarks count them)."""
 
     lookups: int = 0  # direct gets of one subject's last message (`last_event`)
+    batches: int = 0  # batched direct gets of many subjects' last messages (`last_events`)
     consumers: int = 0  # read consumers opened (one per replay or `last_events`; more after stalls)
     fetches: int = 0  # pull fetches over those consumers
     infos: int = 0  # stream-info requests (a run's subjects, its ends, the runs)
-    messages: int = 0  # messages those fetches brought (replays, `last_events`)
+    messages: int = 0  # messages the fetches and batches brought (replays, `last_events`)
 
     @property
     def total(self) -> int:
         """Requests sent (messages are not requests)."""
-        return self.lookups + self.consumers + self.fetches + self.infos
+        return self.lookups + self.batches + self.consumers + self.fetches + self.infos
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class RunStart:
 
 
 class Lookups:
-    """The read side of `Bus` (it needs `self.js` and `self.reads`)."""
+    """The read side of `Bus` (it needs `self.nc`, `self.js` and `self.reads`)."""
 
     async def last_event(self, run_id: str, kind: str, key: str | tuple | None = None) -> pb.Event | None:
         """The latest event on one exact subject (e.g. node X's `node.sampled`), or None."""
@@ -86,18 +92,48 @@ class Lookups:
         return ev_mod.decode(raw.data)
 
     async def last_events(self, run_id: str, kind: str, keys: Sequence[str]) -> dict[str, pb.Event]:
-        """The latest event of each key (e.g. a group's `node.sampled` facts) in one read: one
-        consumer over their exact subjects, last message per subject, one fetch. A key with no
-        event is absent from the answer."""
+        """The latest event of each key (e.g. a group's `node.sampled` facts) in one request: a
+        batched direct get of their exact subjects (up to `MULTI_LAST_MAX` a request). A key with
+        no event (or an undecodable one) is absent from the answer."""
         subjects = {ev_mod.subject(run_id, kind, k): k for k in keys}
-        out: dict[str, pb.Event] = {}
-        if subjects:
-            reading = self._read(
-                run_id, list(subjects), len(subjects), REPLAY_PATIENCE_S, last_per_subject=True
-            )
-            async for _seq, event in reading:
-                out[subjects[ev_mod.subject_of(event)]] = event
+        names, out = list(subjects), {}
+        for i in range(0, len(names), MULTI_LAST_MAX):
+            for subject, data in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
+                try:
+                    event = ev_mod.decode(data)
+                except ev_mod.UndecodableEvent:
+                    log.warning("lookup skipped an undecodable message on %s", subject)
+                    continue
+                if ev_mod.subject_of(event) == subject:
+                    out[subjects[subject]] = event
         return out
+
+    async def _multi_last(self, subjects: list[str]) -> list[tuple[str, bytes]]:
+        """(subject, payload) of each subject's newest message: JetStream's batched direct get
+        (`multi_last`, nats-server 2.11+), answered message by message and ended by status 204;
+        404 when none of the subjects holds one."""
+        self.reads.batches += 1
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        try:
+            request = json.dumps({"multi_last": subjects, "batch": len(subjects)}).encode()
+            await self.nc.publish(f"$JS.API.DIRECT.GET.{STREAM}", request, reply=inbox)
+            got = []
+            while True:
+                msg = await sub.next_msg(timeout=LOOKUP_TIMEOUT_S)
+                headers = msg.headers or {}
+                status = headers.get("Status")
+                if status in ("204", "404"):
+                    self.reads.messages += len(got)
+                    return got
+                if status is not None:
+                    raise BusWriteError(
+                        f"batched read of {len(subjects)} subjects: status {status} {headers}"
+                    )
+                got.append((headers.get("Nats-Subject", ""), msg.data))
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     async def run_start(self, run_id: str) -> RunStart | None:
         """The run's spec and starter from its `run.started`; None while there is none. ValueError
@@ -133,10 +169,9 @@ class Lookups:
         filters: list[str],
         batch: int,
         patience_s: float,
-        last_per_subject: bool = False,
         after: int = 0,
     ) -> AsyncIterator[tuple[int, pb.Event]]:
-        cursor = _Cursor(run_id, patience_s, last_per_subject)
+        cursor = _Cursor(run_id, patience_s)
         cursor.last = after
         try:
             while True:

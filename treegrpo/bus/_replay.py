@@ -29,9 +29,8 @@ REPLAY_FETCH_S = 5.0  # one fetch's wait
 
 
 class _Cursor:
-    def __init__(self, run_id: str, patience_s: float, last_per_subject: bool = False):
+    def __init__(self, run_id: str, patience_s: float):
         self.run_id, self.patience_s = run_id, patience_s
-        self.last_per_subject = last_per_subject  # only each subject's newest message (a lookup of many)
         self.sub = None
         self.last = 0  # stream sequence of the last message taken
         self.next_consumer_seq = 1
@@ -40,11 +39,10 @@ class _Cursor:
         self.reopened = 0
 
     async def open(self, js, filters: list[str]) -> None:
-        first = api.DeliverPolicy.LAST_PER_SUBJECT if self.last_per_subject else api.DeliverPolicy.ALL
         after = (
             {"deliver_policy": api.DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": self.last + 1}
             if self.last
-            else {"deliver_policy": first}
+            else {"deliver_policy": api.DeliverPolicy.ALL}
         )
         cfg = api.ConsumerConfig(
             filter_subjects=filters,
