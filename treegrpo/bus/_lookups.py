@@ -91,7 +91,9 @@ class Lookups:
             return None
         return ev_mod.decode(raw.data)
 
-    async def last_events(self, run_id: str, kind: str, keys: Sequence[str]) -> dict[str, pb.Event]:
+    async def last_events(
+        self, run_id: str, kind: str, keys: Sequence[str | tuple]
+    ) -> dict[str | tuple, pb.Event]:
         """The latest event of each key (e.g. a group's `node.sampled` facts) in one request: a
         batched direct get of their exact subjects (up to `MULTI_LAST_MAX` a request). A key with
         no event (or an undecodable one) is absent from the answer."""

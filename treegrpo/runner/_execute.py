@@ -17,7 +17,6 @@ from treegrpo._topology import SERVICES
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
-from treegrpo.events import Kind
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
@@ -42,10 +41,10 @@ class RunResult:
 
 
 async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
-    found = await bus.last_event(run_id, Kind.RUN_STARTED)
+    found = await bus.run_start(run_id)
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
-    return RunSpec.from_json(found.run_started.run_spec_json)
+    return found.spec
 
 
 def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
