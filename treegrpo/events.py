@@ -119,7 +119,7 @@ def subject_filter(kind: Kind | str, run_id: str = "*", under: str | tuple | Non
 def run_filter(run_id: str = "*", family: str | None = None) -> str:
     """A filter for every event of a run (or of all runs), or of one family of its kinds (`run`:
     run.started, run.completed, run.ended.*, run.resumed.*)."""
-    base = f"{SUBJECT_ROOT}.{run_id if run_id == '*' else check_token(run_id, 'run id')}"
+    base = f"{SUBJECT_ROOT}.{run_id}"
     return f"{base}.{check_token(family, 'kind family')}.>" if family else f"{base}.>"
 
 

@@ -1,16 +1,18 @@
-"""What reading costs, counted on a real nats-server (`Bus.reads`): the facts of many keys are one
-request (a batched direct get); a trained group's members are one read, not one lookup per sibling (was
-16 for a group of 16); opening a trained run reads its log in one replay (was three) and finishes
-its tail from what that replay read (was one lookup more).
+"""The bus's read verbs on a real nats-server, and what reading costs (`Bus.reads`): the facts
+of many keys are one request (a batched direct get); a trained group's members are one request,
+not one lookup per sibling (was 16 for a group of 16); opening a trained run reads its log in one
+replay (was three) and finishes its tail from what that replay read (was one lookup more).
 
 The learner's two tests are about its private modules (`_buffer.read_members`, `_restore.Restorer`):
 the counts are theirs, and no public name reaches them without a model and a trainer."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from tests.learner_events import scored_group
+from tests.learner_events import run_spec, scored_group, start_run
 from treegrpo import events as ev
 from treegrpo.bus import Reads
 from treegrpo.events import Kind
@@ -88,3 +90,38 @@ async def test_opening_a_trained_run_reads_its_log_in_one_replay(bus, tmp_path):
     bus.reads = Reads()
     await restorer.finish_tail(restored.state, restored, upload=None, publisher=None)
     assert bus.reads.total == 0  # its learner.step is in what the replay read (was one lookup)
+
+
+async def test_follow_hands_out_a_runs_events_live_from_its_first_and_ends_on_stop(bus):
+    await bus.publish(sampled("f1", "n0", "before"))
+    stop, seen, bad = asyncio.Event(), [], []
+
+    async def follow() -> None:
+        async for event in bus.follow("f1", stop, on_undecodable=lambda s, e: bad.append(s), poll_s=0.1):
+            seen.append(event.node_sampled.code)
+            if len(seen) == 2:
+                stop.set()
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.3)
+    await bus.publish(sampled("f2", "n0", "another run"))
+    await bus.publish_raw("tg.f1.node.sampled.junk", b"not an event")
+    await bus.publish(sampled("f1", "n1", "after"))
+    await asyncio.wait_for(task, 10)
+    assert seen == ["before", "after"] and bad == ["tg.f1.node.sampled.junk"]
+    with pytest.raises(ValueError):
+        await anext(bus.follow("f1.>"))  # one run's events, never a pattern's
+
+
+async def test_run_start_and_subjects_answer_from_the_log(bus):
+    assert await bus.run_start("s1") is None
+    await start_run(bus, run_spec("s1", ["t"], expansions=2, group_size=4))
+    await bus.publish_many([sampled("s1", f"n{i}", "x") for i in range(3)])
+    start = await bus.run_start("s1")
+    assert start.spec.tree.expansions == 2 and start.producer == "test/cli" and not start.imported
+    bus.reads = Reads()
+    subjects = await bus.subjects("s1", Kind.NODE_SAMPLED)
+    assert subjects == {ev.subject("s1", Kind.NODE_SAMPLED, f"n{i}"): 1 for i in range(3)}
+    assert set(await bus.subjects("s1")) == {*subjects, "tg.s1.run.started"}
+    assert bus.reads == Reads(infos=2)
+    assert await bus.run_ids() == ["s1"] and (await bus.run_ends("s1")).open

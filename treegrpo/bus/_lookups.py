@@ -209,6 +209,7 @@ class Lookups:
         `stop` is set (looked at every `poll_s`) or the caller stops. An undecodable message is
         skipped; `on_undecodable(subject, error)` hears of it. Errors of the subscription (a server
         restart) end it: the caller follows again and drops what it saw by event id."""
+        ev_mod.check_token(run_id, "run id")  # a pattern would follow other runs too
         sub = await self.js.subscribe(ev_mod.run_filter(run_id), stream=STREAM, ordered_consumer=True)
         try:
             while stop is None or not stop.is_set():
@@ -250,7 +251,7 @@ class Lookups:
         `YYYYmmdd_HHMMSS_<6 hex>` (UTC), so for them name order is start order to the second (ids of one
         second in hex order); ids chosen by hand or imported sort by name wherever their time falls."""
         subjects = await self.subjects(kind=Kind.RUN_STARTED)
-        return sorted(ev_mod.run_of(s) for s in subjects)
+        return sorted(s.split(".")[1] for s in subjects)
 
     async def run_ends(self, run_id: str) -> RunEnds:
         """How the run's attempts ended so far, from the subjects alone (one request)."""
