@@ -113,25 +113,33 @@ class Lookups:
     async def _multi_last(self, subjects: list[str]) -> list[tuple[str, bytes]]:
         """(subject, payload) of each subject's newest message: JetStream's batched direct get
         (`multi_last`, nats-server 2.11+), answered message by message and ended by status 204;
-        404 when none of the subjects holds one."""
+        404 when none of the subjects holds one. Each answer says how many are still to come
+        (`Nats-Num-Pending`): one lost on the way (a slow consumer's drop) is an error, never a
+        shorter answer."""
         self.reads.batches += 1
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
         try:
             request = json.dumps({"multi_last": subjects, "batch": len(subjects)}).encode()
             await self.nc.publish(f"$JS.API.DIRECT.GET.{STREAM}", request, reply=inbox)
-            got = []
+            got, expected = [], 0
             while True:
                 msg = await sub.next_msg(timeout=LOOKUP_TIMEOUT_S)
                 headers = msg.headers or {}
                 status = headers.get("Status")
                 if status in ("204", "404"):
                     self.reads.messages += len(got)
+                    if len(got) != expected:
+                        raise BusWriteError(
+                            f"batched read of {len(subjects)} subjects: {len(got)} of {expected}"
+                        )
                     return got
                 if status is not None:
                     raise BusWriteError(
                         f"batched read of {len(subjects)} subjects: status {status} {headers}"
                     )
+                if not got:
+                    expected = int(headers.get("Nats-Num-Pending", 0)) + 1
                 got.append((headers.get("Nats-Subject", ""), msg.data))
         finally:
             with contextlib.suppress(Exception):

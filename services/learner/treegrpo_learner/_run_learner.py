@@ -128,7 +128,7 @@ class RunLearner:
 
     # ---- members -------------------------------------------------------------------------------
     async def members(self, gs: pb.GroupScored) -> list[Member]:
-        return await read_members(self.bus, self.run_id, gs)  # one fetch for the whole group
+        return await read_members(self.bus, self.run_id, gs)  # one request for the whole group
 
     # ---- the step ------------------------------------------------------------------------------
     def consumed_in_round(self, round_: int) -> int:
