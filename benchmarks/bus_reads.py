@@ -1,13 +1,14 @@
 """Bus reads per piece of work, counted at the NATS client (so any two commits compare alike):
-the learner's read of one trained group (G=16), its restore when it opens a fresh run, and the
-grader completing every group of an imported run (ids not the contract's) of N nodes.
+the learner's read of one trained group (G=16), its restore when it opens a fresh run, the
+grader completing every group of an imported run (ids not the contract's) of N nodes, and a run's
+end (export and report of an imported small archive).
 
     .venv/bin/python benchmarks/bus_reads.py [--nodes 2000] [--repeats 20] [--json OUT]
 
 Counts: direct gets of one subject (lookups), batched direct gets of many (batches), read
 consumers opened, pull fetches, messages the fetches brought, stream-info requests. Run it once
 per commit (PYTHONPATH at that checkout) for the before/after rows of docs/PERFORMANCE.md ("Bus
-reads"); the learner's timings are medians of `--repeats` runs (the grader's: one run), on
+reads"); the learner's timings are medians of `--repeats` runs (the others': one run), on
 loopback to a local nats-server.
 """
 
@@ -150,6 +151,29 @@ async def imported_groups(bus: Bus, nodes: int) -> tuple[dict, float]:
     return out
 
 
+async def run_end(bus: Bus, tmp: Path) -> tuple[dict, float]:
+    """What the runner does at a run's end: export the run and report it (an imported small archive)."""
+    from tests.archive_gen import generate
+    from treegrpo import report
+    from treegrpo.archive import collect_facts, export_runs, import_root
+
+    generate(tmp / "seed", "small")
+    run_id = (await import_root(bus, tmp / "seed"))[0].run_id
+
+    async def before() -> None:  # each reads the run itself
+        await export_runs(bus, [run_id], tmp / "export-before")
+        await report.build_report(bus, [run_id], tmp / "report-before")
+
+    async def after() -> None:  # the report reads in the export's passes
+        facts = await collect_facts(bus, run_id)
+        reading = report.BusReading(facts)
+        also = lambda _run, body: reading.accept(body)  # noqa: E731
+        await export_runs(bus, [run_id], tmp / "export-after", facts={run_id: facts}, on_sampled=also)
+        report.write_report([reading.finish()], tmp / "report-after")
+
+    return await measured(after if hasattr(report, "BusReading") else before)
+
+
 async def main(nodes: int, repeats: int) -> dict:
     count_client_reads()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
@@ -160,6 +184,7 @@ async def main(nodes: int, repeats: int) -> dict:
                 "learner group read (G=16)": await group_read(bus, repeats),
                 "learner open of a fresh run": await fresh_open(bus, Path(tmp) / "ckpt", repeats),
                 f"grader, imported run of {nodes} nodes": await imported_groups(bus, nodes),
+                "a run's end: export and report": await run_end(bus, Path(tmp)),
             }
         finally:
             await bus.close(2)
