@@ -1,4 +1,5 @@
-"""A group whose node ids are not the contract's (an imported run's) is completed from one index of
+"""A group of the contract's ids is completed with one request for the siblings memory lacks (was
+one lookup per sibling); one whose ids are not the contract's (an imported run's) from one index of
 the run's node.graded facts, each fact read once: O(N) for the run, where it was one whole replay
 per node (O(N²)). About the grader's private `_groups` module (its counts are the point), on a real
 nats-server."""
@@ -52,3 +53,31 @@ async def test_an_imported_runs_groups_complete_with_each_graded_fact_read_once(
     assert bus.reads.consumers <= n and bus.reads.lookups == 0
     # a group scored is forgotten by the index; a late redelivery of one of its nodes scores nothing
     assert await tracker.on_graded("imp", facts[0]) is None
+
+
+async def test_a_restarted_grader_completes_a_group_of_the_contracts_ids_in_one_request(bus):
+    from treegrpo_grader._groups import GroupTracker
+
+    group = ev.group_id("ct", "t", 1, 0)
+    facts = [
+        pb.NodeGraded(
+            node_id=ev.node_id("ct", "t", 1, 0, i),
+            sibling_group=group,
+            task="t",
+            round=1,
+            step=0,
+            group_size=SIZE,
+            status="ok",
+            oriented=float(i),
+        )
+        for i in range(SIZE)
+    ]
+    await bus.publish_many([ev.make_event("ct", "grader", f) for f in facts[:-1]])
+    tracker = GroupTracker(bus, Shaping())  # nothing in memory: every sibling is on the stream
+    bus.reads = Reads()
+    fact = await tracker.on_graded("ct", facts[-1])
+    assert [m.node_id for m in fact.members] == [f.node_id for f in facts]
+    assert bus.reads == Reads(batches=1, messages=SIZE - 1)  # was 15 lookups, one after another
+    bus.reads = Reads()
+    assert await GroupTracker(bus, Shaping()).on_graded("ct", facts[0]) is None  # the last is still out
+    assert bus.reads == Reads(batches=1, messages=SIZE - 2)

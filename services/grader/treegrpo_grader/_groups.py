@@ -1,9 +1,9 @@
 """Sibling groups: which nodes form one, when it is complete, and its `group.scored` fact.
 
 State is a cache of the log, never the truth: the members of a group are looked up on the stream
-(`bus.last_event(run, Kind.NODE_GRADED, sibling_id)`) whenever the cache lacks them, so a restarted
-grader, a second replica, or siblings graded in any order all reach the same answer, and the
-deterministic event id of `group.scored` makes its publication exactly-once.
+(`bus.last_events(run, Kind.NODE_GRADED, sibling_ids)`, one request) whenever the cache lacks
+them, so a restarted grader, a second replica, or siblings graded in any order all reach the same
+answer, and the deterministic event id of `group.scored` makes its publication exactly-once.
 
 A group whose node ids are not the contract's (`events.node_id`; an imported run's) cannot be
 looked up by id: its siblings are found by group in an index of the run's `node.graded` facts,
@@ -97,13 +97,13 @@ class GroupTracker:
         ids = sibling_ids(run_id, graded)
         if graded.node_id not in ids:  # ids not from events.node_id (e.g. imported): scan the run
             return await self._members_by_replay(run_id, graded, members)
-        for nid in ids:
-            if nid not in members:
-                self.lookups += 1
-                found = await self.bus.last_event(run_id, Kind.NODE_GRADED, nid)
-                if found is None:
-                    return None  # a sibling is still out; its own grading will complete the group
-                members[nid] = found.node_graded
+        missing = [nid for nid in ids if nid not in members]
+        if missing:  # the siblings memory lacks, in one request
+            self.lookups += 1
+            found = await self.bus.last_events(run_id, Kind.NODE_GRADED, missing)
+            members.update({nid: e.node_graded for nid, e in found.items()})
+        if any(nid not in members for nid in ids):
+            return None  # a sibling is still out; its own grading will complete the group
         return [members[nid] for nid in ids]
 
     async def _members_by_replay(
