@@ -118,7 +118,9 @@ class Lookups:
         shorter answer."""
         self.reads.batches += 1
         inbox = self.nc.new_inbox()
-        sub = await self.nc.subscribe(inbox)
+        # no byte limit on the inbox: the answer is what the caller keeps anyway, and a limit would
+        # drop messages of a group of long completions (a slow consumer) instead of reading them
+        sub = await self.nc.subscribe(inbox, pending_bytes_limit=0)
         try:
             request = json.dumps({"multi_last": subjects, "batch": len(subjects)}).encode()
             await self.nc.publish(f"$JS.API.DIRECT.GET.{STREAM}", request, reply=inbox)
