@@ -44,6 +44,8 @@ __all__ = [
     "kind_of",
     "make_event",
     "node_id",
+    "run_filter",
+    "run_of",
     "short_hash",
     "subject",
     "subject_filter",
@@ -103,13 +105,28 @@ def subject(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> st
     return f"{base}.{suffix}" if suffix else base
 
 
-def subject_filter(kind: Kind | str, run_id: str = "*") -> str:
-    """A consumer filter for every event of one kind (all keys), in one run or all runs;
-    ValueError for a kind that is not a `Kind` (a filter nothing matches would idle silently)."""
+def subject_filter(kind: Kind | str, run_id: str = "*", under: str | tuple | None = None) -> str:
+    """A consumer filter for every event of one kind (all keys, or the keys that begin with the
+    parts `under`, e.g. a version's `policy.loaded`), in one run or all runs; ValueError for a
+    kind that is not a `Kind` (a filter nothing matches would idle silently)."""
     kind = wire(kind)
     if kind in KEYLESS:
         return f"{SUBJECT_ROOT}.{run_id}.{kind}"
-    return f"{SUBJECT_ROOT}.{run_id}.{kind}.>"
+    prefix = key_parts(under)
+    return f"{SUBJECT_ROOT}.{run_id}.{kind}.{prefix}.>" if prefix else f"{SUBJECT_ROOT}.{run_id}.{kind}.>"
+
+
+def run_filter(run_id: str = "*", family: str | None = None) -> str:
+    """A filter for every event of a run (or of all runs), or of one family of its kinds (`run`:
+    run.started, run.completed, run.ended.*, run.resumed.*)."""
+    base = f"{SUBJECT_ROOT}.{run_id}"
+    return f"{base}.{check_token(family, 'kind family')}.>" if family else f"{base}.>"
+
+
+def run_of(subject: str) -> str | None:
+    """The run id of a `tg.<run>.<kind>...` subject; None when its second token is no run id."""
+    parts = subject.split(".")
+    return parts[1] if len(parts) > 2 and _TOKEN.match(parts[1]) else None
 
 
 def event_id(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> str:

@@ -204,14 +204,14 @@ class Service:
             await asyncio.sleep(self.health.interval_s)
 
     def _write_heartbeat(self, state: str) -> None:
-        c, nc = self.consumer, self.bus.nc if self.bus is not None else None
+        c = self.consumer
         beat = Heartbeat(
             service=self.name,
             instance=self.instance,
             pid=os.getpid(),
             written_at=time.time(),
             state=state,
-            nats_connected=bool(nc is not None and nc.is_connected),
+            nats_connected=bool(self.bus is not None and self.bus.connected),
             consumer_loop_at=c.loop_at if c else 0.0,
             inflight=c.inflight if c else 0,
             processed=c.processed if c else 0,

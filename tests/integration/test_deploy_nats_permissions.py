@@ -227,6 +227,10 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
             assert (consumer.processed, consumer.dead_lettered) == (expected - 1, 1)
             assert await bus.last_event(RUN, Kind.RUN_STARTED) is not None
             assert len([e async for e in bus.replay(RUN, kinds=[Kind.NODE_SAMPLED])]) >= 2
+            assert sorted(await bus.last_events(RUN, Kind.NODE_SAMPLED, ["n0", "n9"])) == ["n0", "n9"]
+            assert {ev.subject(RUN, Kind.NODE_SAMPLED, n) for n in ("n0", "n9")} <= set(
+                await bus.subjects(RUN)
+            )
         await buses["executor"].put_object(SUBMISSIONS, "r1/n1/submission.csv", b"id,label\n1,0.5\n")
         assert await buses["grader"].get_object(SUBMISSIONS, "r1/n1/submission.csv") == b"id,label\n1,0.5\n"
         adapter = secrets.token_bytes(3 << 20)  # several 1 MiB chunks

@@ -8,9 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.archive_gen import generate
-from treegrpo.archive import import_root
+from treegrpo.archive import collect_facts, export_runs, import_root
 from treegrpo.archive.cli import app as archive_app
-from treegrpo.report import build_report
+from treegrpo.bus import Reads
+from treegrpo.report import BusReading, build_report, write_report
 from treegrpo.report._html import read_embedded as embedded
 
 pytestmark = pytest.mark.timeout(90)
@@ -34,6 +35,30 @@ async def test_report_from_the_bus_equals_report_from_the_seed_root(bus, tmp_pat
     assert {p.name for p in (tmp_path / "bus").glob("*.png")} == {
         p.name for p in (tmp_path / "files").glob("*.png")
     }
+
+
+async def test_a_report_read_in_the_exports_passes_equals_its_own_with_half_the_replays(bus, tmp_path):
+    src = tmp_path / "seed"
+    generate(src, "small")
+    run_id = (await import_root(bus, src))[0].run_id
+    bus.reads = Reads()
+    alone = await build_report(bus, [run_id], tmp_path / "alone")
+    await export_runs(bus, [run_id], tmp_path / "export-alone")
+    assert bus.reads.consumers == 4  # small facts and node.sampled: twice each
+    bus.reads = Reads()
+    facts = await collect_facts(bus, run_id)  # what the runner does at a run's end
+    reading = BusReading(facts)
+    await export_runs(
+        bus, [run_id], tmp_path / "export", facts={run_id: facts}, on_sampled=lambda _r, b: reading.accept(b)
+    )
+    shared = write_report([reading.finish()], tmp_path / "shared")
+    assert bus.reads.consumers == 2
+    assert (tmp_path / "shared" / "report.md").read_text() == (tmp_path / "alone" / "report.md").read_text()
+    assert embedded(shared.html_path.read_text()) == embedded(alone.html_path.read_text())
+    exported = sorted(p.relative_to(tmp_path / "export") for p in (tmp_path / "export").rglob("*"))
+    assert exported == sorted(
+        p.relative_to(tmp_path / "export-alone") for p in (tmp_path / "export-alone").rglob("*")
+    )
 
 
 async def test_the_explorer_shows_imported_runs_from_the_bus_as_it_shows_the_files(bus, tmp_path):

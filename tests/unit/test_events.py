@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo import events as ev
+from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -57,6 +58,17 @@ def test_run_ids_that_would_break_subjects_are_rejected(bad):
 def test_consumer_filters_cover_every_key_of_a_kind():
     assert ev.subject_filter("node.sampled") == "tg.*.node.sampled.>"
     assert ev.subject_filter("run.started", "r1") == "tg.r1.run.started"
+
+
+def test_filters_of_a_keys_prefix_a_run_and_a_family_and_the_run_of_a_subject():
+    assert ev.subject_filter(Kind.POLICY_LOADED, "r1", under="3") == "tg.r1.policy.loaded.3.>"
+    assert ev.subject_filter(Kind.POLICY_LOADED, "r1", under=("3",)) == "tg.r1.policy.loaded.3.>"
+    assert ev.run_filter("r1") == "tg.r1.>" and ev.run_filter() == "tg.*.>"
+    assert ev.run_filter("r1", "run") == "tg.r1.run.>"  # run.started, .completed, .ended.*, .resumed.*
+    assert ev.run_of(ev.subject("r-1_x", Kind.NODE_SAMPLED, "n1")) == "r-1_x"
+    assert ev.run_of("tg.bad$id.node.sampled.n1") is None and ev.run_of("tg") is None
+    with pytest.raises(ValueError):
+        ev.subject_filter(Kind.POLICY_LOADED, "r1", under="3.*")  # a key part is one token
 
 
 @pytest.mark.parametrize(

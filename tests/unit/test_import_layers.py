@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = "The core imports no service"
 INDEPENDENT = "No service imports another"
 LAYERS = "The core's layers"
+BUS = "Only treegrpo.bus talks to NATS"
 SERVICES = ("sampler", "executor", "grader", "learner")
 
 
@@ -46,7 +47,7 @@ def test_the_five_distributions_keep_their_import_contracts(tmp_path):
     copy_packages(tmp_path)
     done = lint_imports(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    for contract in (CORE, INDEPENDENT, LAYERS):
+    for contract in (CORE, INDEPENDENT, LAYERS, BUS):
         assert contract in done.stdout and "BROKEN" not in done.stdout, done.stdout
 
 
@@ -59,6 +60,8 @@ def test_the_five_distributions_keep_their_import_contracts(tmp_path):
         ("treegrpo/prompts/_render.py", "from treegrpo.report import build_report", LAYERS),  # a layer above
         ("treegrpo_learner/sft/_corpus.py", "from treegrpo_sampler import _parse", INDEPENDENT),
         ("treegrpo_executor/service.py", "import treegrpo_grader.rewards", INDEPENDENT),
+        ("treegrpo/runner/_loop.py", "import nats", BUS),  # NATS past the bus: the core ...
+        ("treegrpo_learner/_restore.py", "from nats.js.errors import NotFoundError", BUS),  # ... a service
     ],
     ids=[
         "core->service",
@@ -67,6 +70,8 @@ def test_the_five_distributions_keep_their_import_contracts(tmp_path):
         "prompts->report",
         "learner->sampler",
         "executor->grader",
+        "runner->nats",
+        "learner->nats",
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, broken):

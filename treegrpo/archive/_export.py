@@ -2,20 +2,24 @@
 
 Two passes over each run's events: first the small facts (rounds, executed, graded, group rewards,
 learner steps), then the `node.sampled` bodies in stream order, each joined in O(1) and written
-straight out. The same log always gives byte-identical files: nothing depends on the clock, the
-host, dict iteration of unordered input, or the order replies arrive in.
+straight out. A caller that also reads the run (the runner's report) hands in the facts it read
+and a reader of the bodies (`facts`, `on_sampled`): both passes then serve both. The same log
+always gives byte-identical files: nothing depends on the clock, the host, dict iteration of
+unordered input, or the order replies arrive in.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from treegrpo.archive._check import Violation
 from treegrpo.archive._join import RunFacts
 from treegrpo.archive._writer import ExportResult, RunWriter
 from treegrpo.events import Kind
+from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +52,22 @@ async def collect_facts(bus, run_id: str, kinds: Sequence[str] = SMALL_KINDS) ->
 
 
 async def export_run(
-    bus, run_id: str, out_dir: str | Path, on_node: Callable[[int], None] | None = None
+    bus,
+    run_id: str,
+    out_dir: str | Path,
+    on_node: Callable[[int], None] | None = None,
+    facts: RunFacts | None = None,
+    on_sampled: Callable[[pb.NodeSampled], None] | None = None,
 ) -> ExportResult:
-    facts = await collect_facts(bus, run_id)
+    """Write one run; `facts`: its small facts if already read, `on_sampled`: sees each body too."""
+    facts = facts if facts is not None else await collect_facts(bus, run_id)
     if facts.started is None and not facts.rounds and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     writer = RunWriter(facts, Path(out_dir))
     async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):
         writer.accept(event.node_sampled)
+        if on_sampled is not None:
+            on_sampled(event.node_sampled)
         if on_node is not None:
             on_node(len(event.node_sampled.response_logprobs))
     result = writer.finish()
@@ -76,10 +88,17 @@ async def export_runs(
     out_dir: str | Path,
     strict: bool = True,
     on_node: Callable[[int], None] | None = None,
+    facts: Mapping[str, RunFacts] | None = None,
+    on_sampled: Callable[[str, pb.NodeSampled], None] | None = None,
 ) -> list[ExportResult]:
     """Export each run to `out_dir/<run_id>/`. With `strict`, any invariant violation raises
-    `ArchiveInvariantError` after every run is written (the files stay, for inspection)."""
-    results = [await export_run(bus, rid, out_dir, on_node) for rid in run_ids]
+    `ArchiveInvariantError` after every run is written (the files stay, for inspection).
+    `facts`: runs' small facts already read; `on_sampled(run_id, body)`: a second reader."""
+    facts = facts or {}
+    results = []
+    for rid in run_ids:
+        also = None if on_sampled is None else functools.partial(on_sampled, rid)
+        results.append(await export_run(bus, rid, out_dir, on_node, facts.get(rid), also))
     violations = [v for r in results for v in r.violations]
     for v in violations:
         log.warning("invariant: %s", v)

@@ -17,7 +17,6 @@ from treegrpo import events as ev
 from treegrpo.archive._read import Problem, SeedRound, SeedRun, find_runs, read_nodes, read_run
 from treegrpo.archive._schema import GateNodeRecord, NodeRecord
 from treegrpo.archive._to_events import PRODUCER, group_events, node_events, run_started, step_event
-from treegrpo.bus import STREAM
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -62,8 +61,7 @@ class _Publisher:
 
 
 async def existing_subjects(bus, run_id: str) -> set[str]:
-    info = await bus.js.stream_info(STREAM, subjects_filter=f"{ev.SUBJECT_ROOT}.{run_id}.>")
-    return set((info.state.subjects or {}).keys())
+    return set(await bus.subjects(run_id))
 
 
 def _valid_records(

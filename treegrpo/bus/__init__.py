@@ -7,7 +7,6 @@ from treegrpo.bus._client import (
     STREAM,
     SUBMISSIONS,
     Bus,
-    RunEnds,
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
@@ -15,10 +14,13 @@ from treegrpo.bus._errors import (
     BusUnavailable,
     BusWriteError,
     Deferred,
+    ObjectDamaged,
+    ObjectMissing,
     PermanentError,
     ReplayIncomplete,
     TransientError,
 )
+from treegrpo.bus._lookups import Reads, RunEnds, RunStart
 from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [
@@ -35,9 +37,13 @@ __all__ = [
     "Delivery",
     "Handler",
     "Deferred",
+    "ObjectDamaged",
+    "ObjectMissing",
     "PermanentError",
+    "Reads",
     "ReplayIncomplete",
     "RunEnds",
+    "RunStart",
     "TransientError",
     "WriteHealth",
     "bus_fault_in",

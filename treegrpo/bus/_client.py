@@ -12,11 +12,11 @@ from pathlib import Path
 
 import nats
 from nats.js import api
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, BadObjectMetaError, DigestMismatchError, NotFoundError
 
 from treegrpo import events as ev_mod
-from treegrpo.bus._errors import BusUnavailable
-from treegrpo.bus._lookups import Lookups, RunEnds
+from treegrpo.bus._errors import BusUnavailable, ObjectDamaged, ObjectMissing
+from treegrpo.bus._lookups import Lookups, Reads
 from treegrpo.bus._names import ADAPTERS, CHUNK, DLQ_ROOT, DLQ_STREAM, DUPLICATE_WINDOW_S, STREAM, SUBMISSIONS
 from treegrpo.bus._writes import WriteHealth, write
 from treegrpo.nats_url import server_list
@@ -24,7 +24,7 @@ from treegrpo.telemetry import event_trace_headers
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
-__all__ = ["ADAPTERS", "DLQ_ROOT", "DLQ_STREAM", "STREAM", "SUBMISSIONS", "Bus", "RunEnds", "file_sha256"]
+__all__ = ["ADAPTERS", "DLQ_ROOT", "DLQ_STREAM", "STREAM", "SUBMISSIONS", "Bus", "file_sha256"]
 
 ACK_WAIT_S = 10.0  # a publish without the stream's ack by then failed (the server down, or its store)
 
@@ -39,6 +39,12 @@ class Bus(Lookups):
         self.replicas = replicas
         self.reconnects = 0  # bumped on every reconnect; consumer loops re-bind when it changes
         self.writes = WriteHealth()  # whether writes go through (a service's heartbeat reports it)
+        self.reads = Reads()  # read requests sent, by what they are
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up now (not closed, not reconnecting)."""
+        return self.nc.is_connected
 
     @classmethod
     async def connect(
@@ -191,17 +197,24 @@ class Bus(Lookups):
         return int(info.size or 0)
 
     async def get_object(self, bucket: str, key: str, dest: str | Path | None = None) -> bytes | Path:
-        """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`)."""
+        """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`).
+        `ObjectMissing` when the bucket has no such object, `ObjectDamaged` when its chunks do not
+        match their digest or its metadata does not read."""
         store = await self.js.object_store(bucket)
-        if dest is None:
-            buf = io.BytesIO()
-            await store.get(key, writeinto=buf)
-            return buf.getvalue()
-        path = Path(dest)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            await store.get(key, writeinto=fh)
-        return path
+        try:
+            if dest is None:
+                buf = io.BytesIO()
+                await store.get(key, writeinto=buf)
+                return buf.getvalue()
+            path = Path(dest)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as fh:
+                await store.get(key, writeinto=fh)
+            return path
+        except NotFoundError as exc:
+            raise ObjectMissing(f"{key} is not in the {bucket} bucket") from exc
+        except (DigestMismatchError, BadObjectMetaError) as exc:
+            raise ObjectDamaged(f"{key} is damaged in the store ({type(exc).__name__})") from exc
 
     @write
     async def claim(self, event: pb.Event) -> bool:

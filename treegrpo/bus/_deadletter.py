@@ -27,5 +27,4 @@ async def dead_letter(
 
 
 def run_of(subject: str) -> str:
-    parts = subject.split(".")
-    return parts[1] if len(parts) > 2 and ev_mod._TOKEN.match(parts[1]) else "unknown"
+    return ev_mod.run_of(subject) or "unknown"

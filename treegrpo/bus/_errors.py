@@ -42,3 +42,11 @@ class PermanentError(Exception):
 
 class BusUnavailable(ConnectionError):
     """NATS could not be reached within the configured time."""
+
+
+class ObjectMissing(LookupError):
+    """The object store has no object under that key."""
+
+
+class ObjectDamaged(ValueError):
+    """The object's bytes do not match their recorded digest, or its metadata does not read."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -76,25 +77,17 @@ async def _tail(run_id: str, url: str, until_complete: bool) -> None:
 
 
 async def _tail_from(bus, run_id: str, until_complete: bool) -> None:
-    from treegrpo.bus import STREAM
+    def undecodable(subject: str, exc: Exception) -> None:
+        console.print(f"[red]undecodable message on {subject}: {exc}[/]")
 
-    sub = await bus.js.subscribe(
-        f"{ev_mod.SUBJECT_ROOT}.{ev_mod.check_token(run_id, 'run id')}.>",
-        stream=STREAM,
-        ordered_consumer=True,
-    )
     try:
-        async for msg in sub.messages:
-            try:
-                event = ev_mod.decode(msg.data)
-            except ev_mod.UndecodableEvent as exc:
-                console.print(f"[red]undecodable message on {msg.subject}: {exc}[/]")
-                continue
-            style, text = describe(event)
-            stamp = time.strftime("%H:%M:%S", time.localtime(event.envelope.time))
-            console.print(f"[dim]{stamp}[/] [{style}]{ev_mod.kind_of(event):<16}[/] {text}")
-            if until_complete and ev_mod.kind_of(event) == Kind.RUN_COMPLETED:
-                break
+        async with contextlib.aclosing(bus.follow(run_id, on_undecodable=undecodable)) as events:
+            async for event in events:
+                style, text = describe(event)
+                stamp = time.strftime("%H:%M:%S", time.localtime(event.envelope.time))
+                console.print(f"[dim]{stamp}[/] [{style}]{ev_mod.kind_of(event):<16}[/] {text}")
+                if until_complete and ev_mod.kind_of(event) == Kind.RUN_COMPLETED:
+                    break
     except asyncio.CancelledError:
         pass
     finally:
@@ -207,12 +200,10 @@ def health_cmd(
 
 
 def _nats_problems(url: str, timeout: float) -> list[str]:
-    from treegrpo.bus import STREAM
-
     async def check() -> None:
         bus = await _connect(url, "cli/health", timeout)
         try:
-            await bus.js.stream_info(STREAM)
+            await bus.check_stream()
         finally:
             await bus.close(1)
 

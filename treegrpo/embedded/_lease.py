@@ -31,7 +31,7 @@ from pathlib import Path
 
 from treegrpo._proc import running
 from treegrpo.config import treegrpo_home
-from treegrpo.embedded import EmbeddedNatsError, free_port
+from treegrpo.embedded._server import EmbeddedNatsError, free_port
 from treegrpo.embedded._state import (
     KeeperState,
     Lease,

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from treegrpo._proc import start_time
-from treegrpo.embedded import EmbeddedNats, EmbeddedNatsError
+from treegrpo.embedded._server import EmbeddedNats, EmbeddedNatsError
 from treegrpo.embedded._state import (
     KeeperState,
     NatsPaths,

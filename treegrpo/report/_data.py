@@ -18,6 +18,7 @@ from treegrpo.archive import (
     NodeRecord,
     Problem,
     RoundSummary,
+    RunFacts,
     SampledFacts,
     TimingLine,
     collect_facts,
@@ -104,26 +105,28 @@ def _light(r: NodeRecord) -> NodeRecord:
     )
 
 
-async def load_from_bus(bus, run_id: str) -> RunData:
-    facts = await collect_facts(bus, run_id)  # the small facts the export reads are what the report needs
-    if not facts.graded and facts.started is None and not facts.steps:
-        raise LookupError(f"run {run_id!r} has no events on the bus")
-    data = RunData(run_id, source=f"bus:{run_id}")
-    data.infrastructure = {nid: g.sibling_group for nid, g in facts.infrastructure.items()}
-    gate = facts.resource_gate
-    for s in facts.steps:
-        data.timing.append(timing_line(s))
-        if BUSY_METRIC in s.metrics:
-            data.gpu_busy[s.step] = s.metrics[BUSY_METRIC]
-        if s.sibling_groups:
-            data.step_groups[s.step] = list(s.sibling_groups)
-    sampled: dict[str, SampledFacts] = {}
-    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):  # the big events: keep a few numbers
-        body = event.node_sampled
+class BusReading:
+    """A run's `RunData` from the bus: its small facts, then its `node.sampled` bodies one by one
+    (`accept`), in whichever pass reads them: `load_from_bus`'s own, or the export's when the
+    runner ends a run (one pass for both)."""
+
+    def __init__(self, facts: RunFacts):
+        self.facts = facts
+        self.data = RunData(facts.run_id, source=f"bus:{facts.run_id}")
+        self.sampled: dict[str, SampledFacts] = {}
+
+    def check(self) -> None:
+        f = self.facts
+        if not f.graded and f.started is None and not f.steps:
+            raise LookupError(f"run {f.run_id!r} has no events on the bus")
+
+    def accept(self, body) -> None:
+        """One `node.sampled`: the big event, of which a few numbers and texts are kept."""
+        data = self.data
         data.versions[body.node_id] = body.policy_version
         data.fingerprints[body.node_id] = fingerprint(body.response_token_ids)
-        sampled[body.node_id] = SampledFacts.of(body)
-        ex = facts.executed.get(body.node_id)
+        self.sampled[body.node_id] = SampledFacts.of(body)
+        ex = self.facts.executed.get(body.node_id)
         data.texts[body.node_id] = NodeText.of(
             body.plan,
             body.code,
@@ -131,17 +134,37 @@ async def load_from_bus(bus, run_id: str) -> RunData:
             body.response_logprobs,
             len(body.response_token_ids),
         )
-    for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
-        rf = facts.rounds[key]
-        recs = [
-            node_record(facts.graded[nid], facts.executed.get(nid), facts.rewards.get(nid), gate)
-            for nid in rf.node_ids
-        ]
-        data.records += recs
-        summary = round_summary(facts, rf, recs, sampled)
-        if summary is not None:
-            data.summaries[key] = summary
-    return data
+
+    def finish(self) -> RunData:
+        self.check()
+        facts, data = self.facts, self.data
+        data.infrastructure = {nid: g.sibling_group for nid, g in facts.infrastructure.items()}
+        gate = facts.resource_gate
+        for s in facts.steps:
+            data.timing.append(timing_line(s))
+            if BUSY_METRIC in s.metrics:
+                data.gpu_busy[s.step] = s.metrics[BUSY_METRIC]
+            if s.sibling_groups:
+                data.step_groups[s.step] = list(s.sibling_groups)
+        for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
+            rf = facts.rounds[key]
+            recs = [
+                node_record(facts.graded[nid], facts.executed.get(nid), facts.rewards.get(nid), gate)
+                for nid in rf.node_ids
+            ]
+            data.records += recs
+            summary = round_summary(facts, rf, recs, self.sampled)
+            if summary is not None:
+                data.summaries[key] = summary
+        return data
+
+
+async def load_from_bus(bus, run_id: str) -> RunData:
+    reading = BusReading(await collect_facts(bus, run_id))  # the small facts the export reads too
+    reading.check()
+    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):
+        reading.accept(event.node_sampled)
+    return reading.finish()
 
 
 def load_from_root(path: str | Path) -> list[RunData]:

@@ -17,7 +17,6 @@ from treegrpo._topology import SERVICES
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
-from treegrpo.events import Kind
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import RunFile, deep_merge
 from treegrpo.runner._faults import FaultWatch
@@ -42,10 +41,10 @@ class RunResult:
 
 
 async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
-    found = await bus.last_event(run_id, Kind.RUN_STARTED)
+    found = await bus.run_start(run_id)
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
-    return RunSpec.from_json(found.run_started.run_spec_json)
+    return found.spec
 
 
 def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
@@ -269,12 +268,20 @@ def prepare_tasks(spec: RunSpec) -> None:
 
 
 async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, console: Console) -> bool:
-    """False when the export breaks one of the seed's invariants (the files stay for inspection)."""
-    if rf.runner.export:
-        from treegrpo.archive import ArchiveInvariantError, export_runs
+    """False when the export breaks one of the seed's invariants (the files stay for inspection).
+    With both, the report reads the run in the export's passes (two replays, not four)."""
+    from treegrpo.archive import ArchiveInvariantError, collect_facts, export_runs
+    from treegrpo.report import BusReading, build_report, write_report
 
+    reading = None
+    if rf.runner.export:
+        facts = await collect_facts(bus, run_id)
+        reading = BusReading(facts) if rf.runner.report else None
+        also = None if reading is None else (lambda _run, body: reading.accept(body))
         try:
-            export_runs_result = await export_runs(bus, [run_id], out_dir / "export")
+            export_runs_result = await export_runs(
+                bus, [run_id], out_dir / "export", facts={run_id: facts}, on_sampled=also
+            )
         except ArchiveInvariantError as exc:
             console.print(f"[red]export broke the seed's invariants:[/] {exc}")
             return False
@@ -284,9 +291,10 @@ async def _export_and_report(rf: RunFile, bus: Bus, run_id: str, out_dir: Path, 
             f"as the seed's data root: {r.path}"
         )
     if rf.runner.report:
-        from treegrpo.report import build_report
-
-        rep = await build_report(bus, [run_id], out_dir / "report")
+        if reading is not None:
+            rep = write_report([reading.finish()], out_dir / "report")
+        else:
+            rep = await build_report(bus, [run_id], out_dir / "report")
         console.print(
             f"[green]report[/]: {rep.markdown_path}; explorer: {rep.html_path.resolve().as_uri()}",
             soft_wrap=True,

@@ -50,7 +50,7 @@ class FaultWatch:
 
     def findings(self) -> list[Finding]:
         now = time.time()
-        if self.bus.nc.is_connected:
+        if self.bus.connected:
             self._down_since = 0.0
         else:
             self._down_since = self._down_since or now

@@ -8,7 +8,6 @@ resumable) once the bus took no writes for `runner.bus_wait_s` (`_faults.FaultWa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -16,8 +15,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.live import Live
 
-from treegrpo import events as ev_mod
-from treegrpo.bus import STREAM, Bus
+from treegrpo.bus import Bus
 from treegrpo.runner._config import RunFile
 from treegrpo.runner._faults import FaultWatch
 from treegrpo.runner._nats import NatsHandle
@@ -30,18 +28,8 @@ BUS_DOWN = "bus_down"  # stopped because the bus took no writes for runner.bus_w
 
 async def watch(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
     """Fold the run's events (from its first) into `progress` until `stop`."""
-    sub = await bus.js.subscribe(f"{ev_mod.SUBJECT_ROOT}.{run_id}.>", stream=STREAM, ordered_consumer=True)
-    try:
-        while not stop.is_set():
-            try:
-                msg = await sub.next_msg(timeout=0.5)
-            except TimeoutError:
-                continue
-            with contextlib.suppress(ev_mod.UndecodableEvent):
-                progress.apply(ev_mod.decode(msg.data))
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+    async for event in bus.follow(run_id, stop):
+        progress.apply(event)
 
 
 async def watch_forever(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:

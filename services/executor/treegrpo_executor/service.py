@@ -95,11 +95,10 @@ class ExecutorService(Service):
     async def run_spec(self, run_id: str) -> RunSpec:
         spec = self._specs.get(run_id)
         if spec is None:
-            event = await self.bus.last_event(run_id, Kind.RUN_STARTED)
-            if event is None:
+            start = await self.bus.run_start(run_id)
+            if start is None:
                 raise TransientError(f"run {run_id} has no run.started yet", delay_s=2.0)
-            spec = RunSpec.from_json(event.run_started.run_spec_json)
-            self._specs[run_id] = spec
+            spec = self._specs[run_id] = start.spec
         return spec
 
     async def on_node_sampled(self, event: pb.Event, delivery: Delivery) -> None:

@@ -1,14 +1,20 @@
 """Sibling groups: which nodes form one, when it is complete, and its `group.scored` fact.
 
 State is a cache of the log, never the truth: the members of a group are looked up on the stream
-(`bus.last_event(run, Kind.NODE_GRADED, sibling_id)`) whenever the cache lacks them, so a restarted
-grader, a second replica, or siblings graded in any order all reach the same answer, and the
-deterministic event id of `group.scored` makes its publication exactly-once.
+(`bus.last_events(run, Kind.NODE_GRADED, sibling_ids)`, one request) whenever the cache lacks
+them, so a restarted grader, a second replica, or siblings graded in any order all reach the same
+answer, and the deterministic event id of `group.scored` makes its publication exactly-once.
+
+A group whose node ids are not the contract's (`events.node_id`; an imported run's) cannot be
+looked up by id: its siblings are found by group in an index of the run's `node.graded` facts,
+read on from the stream sequence it was last read to, so each fact is read once: O(N) for a run
+of N nodes (it was one whole replay per node, O(N²)).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from treegrpo import events as ev_mod
 from treegrpo.bus import Bus
@@ -39,6 +45,17 @@ def build_group_scored(
     return body
 
 
+MAX_INDEXED_RUNS = 8  # runs whose node.graded index is kept (the least recently used goes first)
+
+
+@dataclass
+class _RunIndex:
+    """A run's node.graded facts by group, read up to stream sequence `seq`."""
+
+    seq: int = 0
+    groups: dict[str, dict[str, pb.NodeGraded]] = field(default_factory=dict)
+
+
 class GroupTracker:
     """Remembers graded siblings of open groups and which groups are already scored (bounded)."""
 
@@ -46,6 +63,7 @@ class GroupTracker:
         self.bus, self.shaping, self.max_scored = bus, shaping, max_scored
         self._open: dict[tuple[str, str], dict[str, pb.NodeGraded]] = {}
         self._scored: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._indexes: OrderedDict[str, _RunIndex] = OrderedDict()  # runs with ids not the contract's
         self.lookups = 0  # stream lookups made (a restart-recovery test reads this)
 
     async def on_graded(self, run_id: str, graded: pb.NodeGraded) -> pb.GroupScored | None:
@@ -63,6 +81,8 @@ class GroupTracker:
     def mark_scored(self, run_id: str, sibling_group: str) -> None:
         key = (run_id, sibling_group)
         self._open.pop(key, None)
+        if run_id in self._indexes:
+            self._indexes[run_id].groups.pop(sibling_group, None)
         self._scored[key] = None
         while len(self._scored) > self.max_scored:
             self._scored.popitem(last=False)
@@ -77,23 +97,35 @@ class GroupTracker:
         ids = sibling_ids(run_id, graded)
         if graded.node_id not in ids:  # ids not from events.node_id (e.g. imported): scan the run
             return await self._members_by_replay(run_id, graded, members)
-        for nid in ids:
-            if nid not in members:
-                self.lookups += 1
-                found = await self.bus.last_event(run_id, Kind.NODE_GRADED, nid)
-                if found is None:
-                    return None  # a sibling is still out; its own grading will complete the group
-                members[nid] = found.node_graded
+        missing = [nid for nid in ids if nid not in members]
+        if missing:  # the siblings memory lacks, in one request
+            self.lookups += 1
+            found = await self.bus.last_events(run_id, Kind.NODE_GRADED, missing)
+            members.update({nid: e.node_graded for nid, e in found.items()})
+        if any(nid not in members for nid in ids):
+            return None  # a sibling is still out; its own grading will complete the group
         return [members[nid] for nid in ids]
 
     async def _members_by_replay(
         self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]
     ) -> list[pb.NodeGraded] | None:
         if len(members) < graded.group_size:
-            async for _seq, event in self.bus.replay(run_id, kinds=[Kind.NODE_GRADED]):
-                g = event.node_graded
-                if g.sibling_group == graded.sibling_group:
-                    members.setdefault(g.node_id, g)
+            index = await self._index(run_id)
+            for g in index.groups.get(graded.sibling_group, {}).values():
+                members.setdefault(g.node_id, g)
         if len(members) < graded.group_size:
             return None
         return sorted(members.values(), key=lambda m: m.node_id)
+
+    async def _index(self, run_id: str) -> _RunIndex:
+        """The run's index, read on to the stream's end from where it was last read."""
+        index = self._indexes.pop(run_id, None) or _RunIndex()
+        self._indexes[run_id] = index
+        while len(self._indexes) > MAX_INDEXED_RUNS:
+            self._indexes.popitem(last=False)
+        async for seq, event in self.bus.replay(run_id, kinds=[Kind.NODE_GRADED], after=index.seq):
+            g = event.node_graded
+            if (run_id, g.sibling_group) not in self._scored:
+                index.groups.setdefault(g.sibling_group, {})[g.node_id] = g
+            index.seq = seq
+        return index

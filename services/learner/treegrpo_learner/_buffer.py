@@ -2,7 +2,8 @@
 
 A group enters with its members' training data (from their `node.sampled` facts) and a future the
 consumer's handler awaits: the group.scored message is acknowledged only once the step that used
-the group is durable (or the group was dropped as stale), so a crash redelivers it.
+the group is durable (or the group was dropped as stale), so a crash redelivers it. The members
+are read in one go (`read_members`: one consumer, one fetch for the whole group).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import SpanContext
 
 from treegrpo import advantages
+from treegrpo.bus import Bus, TransientError
+from treegrpo.events import Kind
+from treegrpo.v1 import events_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,32 @@ class Member:
     behaviour_logprobs: tuple[float, ...]
     policy_version: int
     truncated: bool = False  # the sampler cut it at max_new_tokens (finish_reason "length")
+
+
+async def read_members(bus: Bus, run_id: str, gs: pb.GroupScored) -> list[Member]:
+    """The group's members with their training data, from their `node.sampled` facts, in the
+    group's order; `TransientError` while one of them is not on the stream yet."""
+    ids = [m.node_id for m in gs.members]
+    sampled = await bus.last_events(run_id, Kind.NODE_SAMPLED, ids)
+    out = []
+    for m in gs.members:
+        event = sampled.get(m.node_id)
+        if event is None:
+            raise TransientError(f"node.sampled of {m.node_id} not on the stream yet", 2.0)
+        ns = event.node_sampled
+        out.append(
+            Member(
+                m.node_id,
+                m.reward,
+                m.status,
+                tuple(ns.prompt_token_ids),
+                tuple(ns.response_token_ids),
+                tuple(ns.response_logprobs),
+                int(ns.policy_version),
+                ns.finish_reason == "length",
+            )
+        )
+    return out
 
 
 @dataclass

@@ -22,7 +22,7 @@ import grpc
 
 from treegrpo import events as ev_mod
 from treegrpo._tar import extract_data
-from treegrpo.bus import ADAPTERS, STREAM, Bus
+from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo.v1 import weights_pb2 as wpb
@@ -117,18 +117,13 @@ async def loaded_count(bus: Bus, run_id: str, version: int, sha256: str) -> int:
 
 async def loaded_facts(bus: Bus, run_id: str, version: int, sha256: str) -> list[pb.PolicyLoaded]:
     """The `policy.loaded` facts of this version with this sha256, one per sampler."""
-    pattern = f"{ev_mod.SUBJECT_ROOT}.{run_id}.policy.loaded.{version}.*"
     try:
-        info = await bus.js.stream_info(STREAM, subjects_filter=pattern)
+        subjects = await bus.subjects(run_id, Kind.POLICY_LOADED, under=str(version))
+        samplers = [(str(version), s.rsplit(".", 1)[-1]) for s in subjects]  # one fact per sampler
+        found = await bus.last_events(run_id, Kind.POLICY_LOADED, samplers)
     except Exception:  # a bus hiccup: count nothing, the caller waits and asks again
         return []
-    facts = []
-    for subject in info.state.subjects or {}:
-        sampler = subject.rsplit(".", 1)[-1]
-        event = await bus.last_event(run_id, Kind.POLICY_LOADED, (str(version), sampler))
-        if event is not None and event.policy_loaded.sha256 in ("", sha256):
-            facts.append(event.policy_loaded)
-    return facts
+    return [e.policy_loaded for e in found.values() if e.policy_loaded.sha256 in ("", sha256)]
 
 
 class Publisher:

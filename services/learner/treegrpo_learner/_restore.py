@@ -11,6 +11,11 @@ The state is rebuilt from the newest point that verifies, then the recorded step
 Only a recorded step whose facts are gone from the log stops the learner (`CheckpointError`,
 permanent). Each restore of a trained run is one `learner.restored` fact: where the weights came
 from, what was skipped and why, and what the restored state lacks.
+
+Restoring is a value: a `Restorer` reads the run's log once (its `policy.published`, `learner.step`
+and `learner.restored` facts: one replay), loads the newest weights that verify into the trainer,
+and returns `Restored`: the state those weights belong to, the recorded steps to re-train after it,
+the fact, and the published versions it found damaged. `RunLearner.open` applies it.
 """
 
 from __future__ import annotations
@@ -20,79 +25,218 @@ import logging
 import tarfile
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from google.protobuf.json_format import MessageToDict, ParseDict
-from nats.js.errors import BadObjectMetaError, DigestMismatchError, NotFoundError
+from google.protobuf.json_format import ParseDict
 
 from treegrpo import events as ev_mod
-from treegrpo.bus import ADAPTERS, TransientError, file_sha256
+from treegrpo.bus import ADAPTERS, Bus, ObjectDamaged, ObjectMissing, TransientError, file_sha256
 from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
-from treegrpo_learner._buffer import Batch, Member, PendingGroup
-from treegrpo_learner._publish import Published, read_archive
-
-if TYPE_CHECKING:
-    from treegrpo_learner._run_learner import RunLearner
+from treegrpo_learner._buffer import Batch, PendingGroup, read_members
+from treegrpo_learner._publish import Published, Publisher, read_archive
 
 log = logging.getLogger(__name__)
 
+LOG_KINDS = (Kind.POLICY_PUBLISHED, Kind.LEARNER_STEPPED, Kind.LEARNER_RESTORED)
 
-async def restore(run: RunLearner) -> pb.LearnerRestored | None:
-    """Bring `run` to its newest recorded version; the fact that says how (None: a fresh run)."""
-    fact = pb.LearnerRestored()
-    path, damaged = await asyncio.to_thread(ckpt.newest_good, run.ckpt_dir)
-    fact.skipped.extend(damaged)
-    moments_at = -1  # the step whose AdamW moments the trainer holds (-1: fresh ones)
-    if path is not None:
-        await _load_checkpoint(run, path)
-        fact.weights_from, fact.checkpoint, moments_at = "checkpoint", path.name, run.state.step
-    published = await _published(run)
-    for pub in sorted(published.values(), key=lambda p: -p.version):
-        if pub.version <= run.state.step:
+
+@dataclass
+class RunLog:
+    """What a restore needs of the run's log, read in one replay."""
+
+    published: dict[int, pb.PolicyPublished] = field(default_factory=dict)
+    steps: dict[int, pb.LearnerStepped] = field(default_factory=dict)
+    restores: int = 0  # learner.restored facts so far
+
+    @classmethod
+    async def read(cls, bus: Bus, run_id: str) -> RunLog:
+        out = cls()
+        async for _seq, event in bus.replay(run_id, kinds=LOG_KINDS):
+            kind = ev_mod.kind_of(event)
+            if kind == Kind.POLICY_PUBLISHED:
+                out.published[event.policy_published.version] = event.policy_published
+            elif kind == Kind.LEARNER_STEPPED:
+                out.steps[event.learner_stepped.step] = event.learner_stepped
+            else:
+                out.restores += 1
+        return out
+
+
+@dataclass
+class Restored:
+    """Where a restore left the trainer: its weights are `state`'s; `retrain` are the recorded
+    steps after it, in order, to re-train from the log."""
+
+    state: ckpt.LearnerState
+    fact: pb.LearnerRestored | None  # None: nothing trained yet, a fresh start
+    damaged: set[int]  # published versions whose adapter did not verify (a tail re-uploads them)
+    retrain: list[pb.LearnerStepped]
+    log: RunLog
+
+    @property
+    def notes(self) -> list[str]:
+        """What the restore skipped or lost, for the service's heartbeat."""
+        if self.fact is None:
+            return []
+        return [f"skipped on restore: {why}" for why in self.fact.skipped] + [
+            f"lost on restore: {what}" for what in self.fact.lost
+        ]
+
+    @property
+    def needs_checkpoint(self) -> bool:
+        """The local checkpoint is not what was restored: save one, so the next restart rebuilds nothing."""
+        f = self.fact
+        return bool(f and f.version and (f.weights_from != "checkpoint" or f.replayed_steps or f.skipped))
+
+
+class Restorer:
+    """Brings a run's trainer to the newest weights that verify; see the module's docstring."""
+
+    def __init__(self, bus: Bus, run_id: str, producer: str, trainer, checkpoints: Path):
+        self.bus, self.run_id, self.producer = bus, run_id, producer
+        self.trainer, self.checkpoints = trainer, checkpoints
+
+    async def restore(self) -> Restored:
+        """Load the newest weights that verify; CheckpointError when the recorded steps cannot be
+        rebuilt from there."""
+        fact, state = pb.LearnerRestored(), ckpt.LearnerState(run_id=self.run_id)
+        path, damaged = await asyncio.to_thread(ckpt.newest_good, self.checkpoints)
+        fact.skipped.extend(damaged)
+        moments_at = -1  # the step whose AdamW moments the trainer holds (-1: fresh ones)
+        if path is not None:
+            state = await self._load_checkpoint(path)
+            fact.weights_from, fact.checkpoint, moments_at = "checkpoint", path.name, state.step
+        run_log = await RunLog.read(self.bus, self.run_id)
+        for pub in sorted(run_log.published.values(), key=lambda p: -p.version):
+            if pub.version <= state.step:
+                break
+            why, adopted, narrow = await self._adopt_published(pub)
+            if why:
+                fact.skipped.append(why)
+                continue
+            state = adopted
+            fact.weights_from, fact.adapter_version = "published", pub.version
+            fact.adapter_key, fact.adapter_sha256 = pub.adapter_key, pub.sha256
+            fact.lost.append(_moments_lost(pub.version, moments_at))
+            if narrow:
+                fact.lost.append(f"float32 precision: version {pub.version} was published in 16 bits")
             break
-        why, narrow = await _adopt_published(run, pub)
-        if why:
-            fact.skipped.append(why)
-            continue
-        fact.weights_from, fact.adapter_version = "published", pub.version
-        fact.adapter_key, fact.adapter_sha256 = pub.adapter_key, pub.sha256
-        fact.lost.append(_moments_lost(pub.version, moments_at))
-        if narrow:
-            fact.lost.append(f"float32 precision: version {pub.version} was published in 16 bits")
-        break
-    start = run.state.step
-    fact.replayed_steps = await replay(run, await _recorded_steps(run))
-    if fact.replayed_steps:
-        fact.weights_from = fact.weights_from or "replay"
-        fact.lost.append(
-            f"versions {start + 1}..{run.state.step} were re-trained from the log: their weights are "
-            "recomputed, not the published bytes; groups dropped as stale are not in the log"
-        )
-    run.damaged_versions = {v for v in published if any(s.startswith(f"v{v}:") for s in fact.skipped)}
-    fact.version = run.state.step
-    if not fact.weights_from and not fact.skipped:
-        return None  # nothing trained yet: a fresh start
-    if fact.skipped and not fact.weights_from:
-        fact.weights_from = "base"  # only damaged copies of a run that never stepped
-    return fact
+        retrain = _steps_after(state.step, run_log.steps)
+        fact.replayed_steps = len(retrain)
+        fact.version = retrain[-1].step if retrain else state.step
+        if retrain:
+            fact.weights_from = fact.weights_from or "replay"
+            fact.lost.append(
+                f"versions {state.step + 1}..{fact.version} were re-trained from the log: their weights "
+                "are recomputed, not the published bytes; groups dropped as stale are not in the log"
+            )
+        bad = {v for v in run_log.published if any(s.startswith(f"v{v}:") for s in fact.skipped)}
+        if not fact.weights_from and not fact.skipped:
+            return Restored(state, None, bad, retrain, run_log)  # nothing trained yet: a fresh start
+        if fact.skipped and not fact.weights_from:
+            fact.weights_from = "base"  # only damaged copies of a run that never stepped
+        fact.restore = run_log.restores + 1
+        return Restored(state, fact, bad, retrain, run_log)
 
+    async def _load_checkpoint(self, path: Path) -> ckpt.LearnerState:
+        state, trainer_state, adapter = ckpt.load(path)
+        if state.run_id and state.run_id != self.run_id:
+            # a checkpoint_dir shared by runs: adopting it would start this run from another run's
+            # weights, and pruning would delete that run's checkpoints
+            raise ckpt.CheckpointError(
+                f"{self.checkpoints} holds run {state.run_id!r}'s checkpoints, not {self.run_id!r}'s: "
+                "leave learner.checkpoint_dir empty (one folder per run) or give each run its own"
+            )
+        await asyncio.to_thread(self.trainer.load_adapter, adapter)
+        self.trainer.load_state(trainer_state)
+        return state
 
-async def _load_checkpoint(run: RunLearner, path: Path) -> None:
-    state, trainer_state, adapter = ckpt.load(path)
-    if state.run_id and state.run_id != run.run_id:
-        # a checkpoint_dir shared by runs: adopting it would start this run from another run's
-        # weights, and pruning would delete that run's checkpoints
-        raise ckpt.CheckpointError(
-            f"{run.ckpt_dir} holds run {state.run_id!r}'s checkpoints, not {run.run_id!r}'s: "
-            "leave learner.checkpoint_dir empty (one folder per run) or give each run its own"
+    async def _adopt_published(self, pub: pb.PolicyPublished) -> tuple[str, ckpt.LearnerState | None, bool]:
+        """('', its state, published in 16 bits) once the adapter of `pub` is loaded; (why, None, _)
+        when it does not verify. Only a verified adapter is loaded: a rejected one changes nothing."""
+        with tempfile.TemporaryDirectory() as tmp:
+            archive, folder = Path(tmp) / "v.tar", Path(tmp) / "adapter"
+            try:
+                await self.bus.get_object(ADAPTERS, pub.adapter_key, archive)
+            except (ObjectMissing, ObjectDamaged) as exc:
+                return f"v{pub.version}: {exc}", None, False
+            sha = await asyncio.to_thread(file_sha256, archive)
+            if sha != pub.sha256:
+                return (
+                    (
+                        f"v{pub.version}: {pub.adapter_key} hashes to {sha[:12]}…, its policy.published "
+                        f"recorded {pub.sha256[:12]}…"
+                    ),
+                    None,
+                    False,
+                )
+            why, extra, narrow = await asyncio.to_thread(
+                _check_archive, archive, folder, self.run_id, pub.version
+            )
+            if why:
+                return why, None, False
+            await asyncio.to_thread(self.trainer.load_adapter, folder)
+        return "", ckpt.LearnerState(**extra["state"]), narrow
+
+    async def batch(self, rec: pb.LearnerStepped) -> Batch:
+        """A recorded step's groups, read back from their `group.scored` and `node.sampled` facts."""
+        return Batch([await self._recorded_group(rec.step, g) for g in rec.sibling_groups])
+
+    async def _recorded_group(self, step: int, group: str) -> PendingGroup:
+        event = await self.bus.last_event(self.run_id, Kind.GROUP_SCORED, group)
+        gone = f"cannot rebuild version {step}: no checkpoint or published adapter of it verifies, and"
+        if event is None:
+            raise ckpt.CheckpointError(f"{gone} the group.scored of its group {group} is gone from the log")
+        gs = event.group_scored
+        try:
+            members = await read_members(self.bus, self.run_id, gs)
+        except TransientError as exc:  # a fact of a step already trained is not late: it is gone
+            why = f"{gone} a node.sampled of its group {group} is gone from the log"
+            raise ckpt.CheckpointError(why) from exc
+        done = asyncio.get_running_loop().create_future()
+        return PendingGroup(group, gs.task, gs.round, gs.step, 0, members, done)
+
+    async def record(self, fact: pb.LearnerRestored) -> None:
+        """Publish the fact (its `restore` number counted from the log the restore read)."""
+        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, fact))
+        if fact.skipped or fact.lost:
+            (log.warning if fact.lost else log.info)("%s", ev_mod.describe_restored(fact))
+
+    async def finish_tail(
+        self,
+        state: ckpt.LearnerState,
+        restored: Restored,
+        upload: Callable[[], Awaitable[Published]],
+        publisher: Publisher,
+    ) -> None:
+        """A crash between a step's checkpoint and its last event: publish what is missing (from
+        the log the restore read: no learner.step of this run was recorded since)."""
+        v = state.step
+        if v == 0 or v in restored.log.steps:
+            return
+        log.warning("completing version %d after a restart", v)
+        record = (
+            ParseDict(state.record, pb.LearnerStepped())
+            if state.record
+            else pb.LearnerStepped(step=v, policy_version=v, last_stream_seq=state.last_stream_seq)
         )
-    await asyncio.to_thread(run.trainer.load_adapter, adapter)
-    run.trainer.load_state(trainer_state)
-    run.adopt(state)
+        started = time.perf_counter()
+        pub = restored.log.published.get(v)
+        if pub is None or v in restored.damaged:  # not stored, or stored damaged: upload it again
+            published = await upload()
+        else:
+            dest = self.checkpoints / "outbox" / f"v{pub.version}.tar"
+            await self.bus.get_object(ADAPTERS, pub.adapter_key, dest)
+            published = Published(pub.version, pub.adapter_key, pub.sha256, pub.bytes, dest)
+        await publisher.deliver(self.run_id, published)
+        record.phases_s.update_weights = time.perf_counter() - started
+        record.total_s += record.phases_s.update_weights  # the re-sent step's phases still sum to its total
+        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record))
 
 
 def _moments_lost(version: int, moments_at: int) -> str:
@@ -101,36 +245,16 @@ def _moments_lost(version: int, moments_at: int) -> str:
     return f"AdamW moments of steps {moments_at + 1}..{version}: they are step {moments_at}'s"
 
 
-async def _published(run: RunLearner) -> dict[int, pb.PolicyPublished]:
-    out: dict[int, pb.PolicyPublished] = {}
-    async for _seq, event in run.bus.replay(run.run_id, kinds=[Kind.POLICY_PUBLISHED]):
-        out[event.policy_published.version] = event.policy_published
-    return out
-
-
-async def _adopt_published(run: RunLearner, pub: pb.PolicyPublished) -> tuple[str, bool]:
-    """('', published in 16 bits) once the adapter of `pub` is loaded; (why, _) when it does not
-    verify. Only a verified adapter is loaded, so a rejected one leaves the weights as they were."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive, folder = Path(tmp) / "v.tar", Path(tmp) / "adapter"
-        try:
-            await run.bus.get_object(ADAPTERS, pub.adapter_key, archive)
-        except NotFoundError:
-            return f"v{pub.version}: {pub.adapter_key} is not in the {ADAPTERS} bucket", False
-        except (DigestMismatchError, BadObjectMetaError) as exc:
-            return f"v{pub.version}: {pub.adapter_key} is damaged in the store ({type(exc).__name__})", False
-        sha = await asyncio.to_thread(file_sha256, archive)
-        if sha != pub.sha256:
-            return (
-                f"v{pub.version}: {pub.adapter_key} hashes to {sha[:12]}…, its policy.published "
-                f"recorded {pub.sha256[:12]}…"
-            ), False
-        why, extra, narrow = await asyncio.to_thread(_check_archive, archive, folder, run.run_id, pub.version)
-        if why:
-            return why, False
-        await asyncio.to_thread(run.trainer.load_adapter, folder)
-    run.adopt(ckpt.LearnerState(**extra["state"]))
-    return "", narrow
+def _steps_after(step: int, steps: dict[int, pb.LearnerStepped]) -> list[pb.LearnerStepped]:
+    """The recorded steps after `step`, in order; CheckpointError at the first one missing."""
+    todo = [n for n in sorted(steps) if n > step]
+    for k, n in enumerate(todo, 1):
+        if n != step + k:
+            raise ckpt.CheckpointError(
+                f"cannot rebuild version {n}: the log has no learner.step {step + k} "
+                "and no checkpoint or published adapter of it verifies"
+            )
+    return [steps[n] for n in todo]
 
 
 def _check_archive(archive: Path, folder: Path, run_id: str, version: int) -> tuple[str, dict, bool]:
@@ -149,88 +273,3 @@ def _check_archive(archive: Path, folder: Path, run_id: str, version: int) -> tu
     if state.get("run_id") not in ("", run_id) or state.get("step") != version:
         return f"v{version}: its state is run {state.get('run_id')!r} step {state.get('step')}", {}, False
     return "", extra, any(t.is_floating_point() and t.element_size() < 4 for t in weights.values())
-
-
-async def _recorded_steps(run: RunLearner) -> dict[int, pb.LearnerStepped]:
-    out: dict[int, pb.LearnerStepped] = {}
-    async for _seq, event in run.bus.replay(run.run_id, kinds=[Kind.LEARNER_STEPPED]):
-        out[event.learner_stepped.step] = event.learner_stepped
-    return out
-
-
-async def replay(run: RunLearner, steps: dict[int, pb.LearnerStepped]) -> int:
-    """Re-train the recorded steps after the current one, in order, from their groups in the log."""
-    todo = [n for n in sorted(steps) if n > run.state.step]
-    for k, n in enumerate(todo, 1):
-        if n != run.state.step + 1:
-            raise ckpt.CheckpointError(
-                f"cannot rebuild version {n}: the log has no learner.step {run.state.step + 1} "
-                "and no checkpoint or published adapter of it verifies"
-            )
-        rec = steps[n]
-        log.warning("re-training recorded step %d (%d/%d) from the log", n, k, len(todo))
-        batch = Batch([await _recorded_group(run, n, g) for g in rec.sibling_groups])
-        samples, _, _ = run.samples(batch)
-        await run.train(samples)
-        run.advance(batch)
-        run.state.last_stream_seq = max(run.state.last_stream_seq, rec.last_stream_seq)
-        run.state.record = MessageToDict(rec, preserving_proto_field_name=True)
-    return len(todo)
-
-
-async def _recorded_group(run: RunLearner, step: int, group: str) -> PendingGroup:
-    event = await run.bus.last_event(run.run_id, Kind.GROUP_SCORED, group)
-    gone = f"cannot rebuild version {step}: no checkpoint or published adapter of it verifies, and"
-    if event is None:
-        raise ckpt.CheckpointError(f"{gone} the group.scored of its group {group} is gone from the log")
-    gs = event.group_scored
-    try:
-        members: list[Member] = await run.members(gs)
-    except TransientError as exc:  # a fact of a step already trained is not late: it is gone
-        why = f"{gone} a node.sampled of its group {group} is gone from the log"
-        raise ckpt.CheckpointError(why) from exc
-    done = asyncio.get_running_loop().create_future()
-    return PendingGroup(group, gs.task, gs.round, gs.step, 0, members, done)
-
-
-async def record(run: RunLearner, fact: pb.LearnerRestored) -> None:
-    """Publish the fact, and re-write the cache when it was not a clean checkpoint restore."""
-    before = [e async for _s, e in run.bus.replay(run.run_id, kinds=[Kind.LEARNER_RESTORED])]
-    fact.restore = len(before) + 1
-    await run.bus.publish(ev_mod.make_event(run.run_id, run.producer, fact))
-    if fact.skipped or fact.lost:
-        (log.warning if fact.lost else log.info)("%s", ev_mod.describe_restored(fact))
-    if fact.version and (fact.weights_from != "checkpoint" or fact.replayed_steps or fact.skipped):
-        try:  # a good checkpoint now: the next restart needs no rebuild
-            await asyncio.to_thread(lambda: run.save_checkpoint(run.trainer.export()))
-        except (OSError, ckpt.NonFiniteWeights) as exc:  # a cache: the next step's save tries again
-            log.warning("could not checkpoint the restored state: %s", exc)
-
-
-async def finish_tail(run: RunLearner) -> None:
-    """A crash between a step's checkpoint and its last event: publish what is missing."""
-    v = run.state.step
-    if v == 0 or await run.bus.last_event(run.run_id, Kind.LEARNER_STEPPED, str(v)) is not None:
-        return
-    log.warning("completing version %d after a restart", v)
-    record = (
-        ParseDict(run.state.record, pb.LearnerStepped())
-        if run.state.record
-        else pb.LearnerStepped(step=v, policy_version=v, last_stream_seq=run.state.last_stream_seq)
-    )
-    started = time.perf_counter()
-    pub = await run.bus.last_event(run.run_id, Kind.POLICY_PUBLISHED, str(v))
-    if pub is None or v in run.damaged_versions:  # not stored, or stored damaged: upload it again
-        published = await run.upload()
-    else:
-        published = await _download_published(run, pub.policy_published)
-    await run.publisher.deliver(run.run_id, published)
-    record.phases_s.update_weights = time.perf_counter() - started
-    record.total_s += record.phases_s.update_weights  # the re-sent step's phases still sum to its total
-    await run.bus.publish(ev_mod.make_event(run.run_id, run.producer, record))
-
-
-async def _download_published(run: RunLearner, pub: pb.PolicyPublished) -> Published:
-    dest = run.ckpt_dir / "outbox" / f"v{pub.version}.tar"
-    await run.bus.get_object(ADAPTERS, pub.adapter_key, dest)
-    return Published(pub.version, pub.adapter_key, pub.sha256, pub.bytes, dest)

@@ -13,16 +13,16 @@ from opentelemetry import trace
 
 from treegrpo import advantages
 from treegrpo import events as ev_mod
-from treegrpo.bus import Bus, TransientError
+from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, treegrpo_home
-from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
-from treegrpo_learner import _colocate, _restore
-from treegrpo_learner._buffer import Batch, GroupBuffer, Member
+from treegrpo_learner import _colocate
+from treegrpo_learner._buffer import Batch, GroupBuffer, Member, read_members
 from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Publisher, write_archive
+from treegrpo_learner._restore import Restorer
 from treegrpo_learner._telemetry import phase_spans, step_context
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
@@ -42,7 +42,6 @@ class RunLearner:
         self.counts: dict[str, float] = {}  # what the last `samples` left out, by reason
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.restore_notes: list[str] = []  # what a restore skipped or lost (the service reports them)
-        self.damaged_versions: set[int] = set()  # published adapters that did not verify on restore
         self.model = self.trainer = None
         self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(
@@ -65,18 +64,40 @@ class RunLearner:
         co = self.cfg.colocate
         await _colocate.wait_for_engine(self.cfg.device, co.engine_gib, co.settle_s, co.wait_timeout_s)
         await asyncio.to_thread(self._build)
-        fact = await _restore.restore(self)  # CheckpointError: nothing can rebuild the state
-        if fact is not None:
-            self.restore_notes = [f"skipped on restore: {why}" for why in fact.skipped]
-            self.restore_notes += [f"lost on restore: {what}" for what in fact.lost]
-            await _restore.record(self, fact)
-        await _restore.finish_tail(self)
+        restorer = Restorer(self.bus, self.run_id, self.producer, self.trainer, self.ckpt_dir)
+        restored = await restorer.restore()  # CheckpointError: nothing can rebuild the state
+        self.adopt(restored.state)
+        for k, rec in enumerate(restored.retrain, 1):
+            log.warning(
+                "re-training recorded step %d (%d/%d) from the log", rec.step, k, len(restored.retrain)
+            )
+            await self.retrain(await restorer.batch(rec), rec)
+        if restored.fact is not None:
+            self.restore_notes = restored.notes
+            await restorer.record(restored.fact)
+            if restored.needs_checkpoint:
+                await self._checkpoint_restored()
+        await restorer.finish_tail(self.state, restored, self.upload, self.publisher)
         log.info(
             "learner for run %s at version %d (%d groups consumed)",
             self.run_id,
             self.state.step,
             len(self.trained),
         )
+
+    async def retrain(self, batch: Batch, rec: pb.LearnerStepped) -> None:
+        """Re-train a recorded step from its groups in the log (no weights of it verified)."""
+        samples, _, _ = self.samples(batch)
+        await self.train(samples)
+        self.advance(batch)
+        self.state.last_stream_seq = max(self.state.last_stream_seq, rec.last_stream_seq)
+        self.state.record = MessageToDict(rec, preserving_proto_field_name=True)
+
+    async def _checkpoint_restored(self) -> None:
+        try:  # a good checkpoint now: the next restart needs no rebuild
+            await asyncio.to_thread(lambda: self.save_checkpoint(self.trainer.export()))
+        except (OSError, ckpt.NonFiniteWeights) as exc:  # a cache: the next step's save tries again
+            log.warning("could not checkpoint the restored state: %s", exc)
 
     def _build(self) -> None:
         import torch
@@ -107,25 +128,7 @@ class RunLearner:
 
     # ---- members -------------------------------------------------------------------------------
     async def members(self, gs: pb.GroupScored) -> list[Member]:
-        out = []
-        for m in gs.members:
-            event = await self.bus.last_event(self.run_id, Kind.NODE_SAMPLED, m.node_id)
-            if event is None:
-                raise TransientError(f"node.sampled of {m.node_id} not on the stream yet", 2.0)
-            ns = event.node_sampled
-            out.append(
-                Member(
-                    m.node_id,
-                    m.reward,
-                    m.status,
-                    tuple(ns.prompt_token_ids),
-                    tuple(ns.response_token_ids),
-                    tuple(ns.response_logprobs),
-                    int(ns.policy_version),
-                    ns.finish_reason == "length",
-                )
-            )
-        return out
+        return await read_members(self.bus, self.run_id, gs)  # one request for the whole group
 
     # ---- the step ------------------------------------------------------------------------------
     def consumed_in_round(self, round_: int) -> int:

@@ -145,10 +145,10 @@ class LearnerService(Service):
                     # one run at a time: the other run's groups wait (never dead-lettered for it)
                     raise Deferred(f"learner is busy with run {self.active.run_id}", 30.0)
                 return self.active
-            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
+            started = await self.bus.run_start(run_id)
             if started is None:
                 raise TransientError(f"run {run_id} has no run.started yet", 2.0)
-            spec = RunSpec.from_json(started.run_started.run_spec_json)
+            spec = started.spec
             if not spec.train:
                 return None
             if not self.config.run_id and not (await self.bus.run_ends(run_id)).open:

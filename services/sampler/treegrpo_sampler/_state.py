@@ -50,10 +50,6 @@ class RunState:
     ended: set[int] = field(default_factory=set)  # attempts recorded by run.ended
     resumed: set[int] = field(default_factory=set)  # attempts opened by run.resumed
 
-    @classmethod
-    def from_started(cls, run_id: str, started: pb.RunStarted) -> RunState:
-        return cls(run_id, RunSpec.from_json(started.run_spec_json))
-
     def round(self, task: str, round_: int) -> RoundState:
         key = (task, round_)
         if key not in self.rounds:

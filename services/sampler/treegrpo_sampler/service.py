@@ -19,7 +19,7 @@ from pathlib import Path
 
 from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import treegrpo_home
-from treegrpo.events import IMPORTED_PRODUCER, Kind
+from treegrpo.events import Kind
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
@@ -138,10 +138,10 @@ class SamplerService(Service):
         async with self._run_lock:
             if run_id in self.runs:
                 return self.runs[run_id]
-            started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
-            if started is None or started.envelope.producer == IMPORTED_PRODUCER:
+            started = await self.bus.run_start(run_id)
+            if started is None or started.imported:
                 return None  # not started yet, or history read back from an archive: never work to redo
-            state = RunState.from_started(run_id, started.run_started)
+            state = RunState(run_id, started.spec)
             async for _, event in self.bus.replay(run_id, REPLAY_KINDS):
                 state.apply(event)
             self.runs[run_id] = state

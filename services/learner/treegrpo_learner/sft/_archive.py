@@ -21,6 +21,8 @@ from treegrpo.events import Kind, Status
 from treegrpo_learner.sft._pairs import Pair, make_pair
 from treegrpo_learner.sft.config import ArchiveSettings
 
+READ_BATCH = 64  # picked nodes whose node.sampled are read in one request
+
 
 @dataclass(frozen=True)
 class Member:
@@ -83,12 +85,16 @@ async def archive_pairs(bus: Bus, settings: ArchiveSettings) -> tuple[list[Pair]
     missing: list[str] = []
     for run_id in settings.runs:
         groups = await read_groups(bus, run_id)
-        for run, node in select_nodes(groups, settings.select, settings.top_k, settings.min_reward):
-            ev = await bus.last_event(run, Kind.NODE_SAMPLED, node)
-            if ev is None:
-                missing.append(f"{run}/{node}")
-                continue
-            s = ev.node_sampled
-            msgs = [{"role": m.role, "content": m.content} for m in s.prompt_messages]
-            pairs.append(make_pair(msgs, s.raw_completion, s.task, s.mode, f"archive:{run}/{node}"))
+        picked = select_nodes(groups, settings.select, settings.top_k, settings.min_reward)
+        for i in range(0, len(picked), READ_BATCH):  # one request a batch; the big bodies not all held
+            batch = picked[i : i + READ_BATCH]
+            found = await bus.last_events(run_id, Kind.NODE_SAMPLED, [node for _run, node in batch])
+            for run, node in batch:  # the run's groups: `run` is `run_id`
+                ev = found.get(node)
+                if ev is None:
+                    missing.append(f"{run}/{node}")
+                    continue
+                s = ev.node_sampled
+                msgs = [{"role": m.role, "content": m.content} for m in s.prompt_messages]
+                pairs.append(make_pair(msgs, s.raw_completion, s.task, s.mode, f"archive:{run}/{node}"))
     return pairs, missing
