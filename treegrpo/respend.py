@@ -73,14 +73,11 @@ def plan_round(
     in `recorded` (step -> tokens an earlier decision reserved, kept as it was: a re-plan after a
     restart leaves the log's decisions alone and never spends their reservation twice)."""
     recorded = recorded or {}
-    left = settings.round_token_budget
+    left = max(0, settings.round_token_budget - sum(recorded.values()))
     out = []
     for g in sorted(groups, key=lambda g: g.step):
         why = no_variance(g.rewards, g.statuses)
-        if not why:
-            continue
-        if g.step in recorded:
-            left = max(0, left - recorded[g.step])
+        if not why or g.step in recorded:
             continue
         afford = left // tokens_per_sibling if tokens_per_sibling > 0 else 0
         k = min(settings.max_extra_siblings, afford)
