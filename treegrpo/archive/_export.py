@@ -27,6 +27,7 @@ SMALL_KINDS = (
     Kind.NODE_GRADED,
     Kind.GROUP_SCORED,
     Kind.LEARNER_STEPPED,
+    Kind.GROUP_RESPENT,
 )
 
 
