@@ -19,7 +19,7 @@ from treegrpo_learner._run_learner import RunLearner
 from treegrpo_learner.config import LearnerConfig
 from treegrpo_sampler import _respend
 from treegrpo_sampler._state import RunState
-from treegrpo_sampler.policy import GroupState, Score, next_expansions, round_complete
+from treegrpo_sampler.policy import Score, next_expansions, round_complete
 
 pytestmark = pytest.mark.timeout(30)
 
