@@ -45,6 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# the checkout first, then whatever the caller's path holds (e.g. a worktree's service folders)
+PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
 VARIANTS: dict[str, list[str]] = {
@@ -81,7 +83,7 @@ def run_arm(
     cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(config)] + [a for s in sets for a in ("--set", s)]
     if not train:
         cmd.append("--no-train")
-    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": PYTHONPATH, "OMP_WAIT_POLICY": "PASSIVE"}
     t0, cpu0 = time.monotonic(), _children_cpu()
     with open(home / f"{run_id}.log", "w") as log:
         rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -141,7 +143,7 @@ def learning(home: Path, train_id: str, control_id: str, late_from: int | None) 
     ]
     if late_from:
         cmd += ["--late-from", str(late_from)]
-    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": PYTHONPATH}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out[out.index("{") :])["learning"]
 
