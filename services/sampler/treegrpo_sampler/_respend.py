@@ -10,15 +10,30 @@ budget, so nothing is re-spent twice. The new groups are then sampled like any e
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
 from treegrpo import events
 from treegrpo.advantages import masked
+from treegrpo.bus import Bus
 from treegrpo.respend import Grant, Scored, plan_round, respend_step
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler._state import RunState
 from treegrpo_sampler.policy import RoundState, earlier_scored, positions, softmax_choice
+
+log = logging.getLogger(__name__)
+
+
+async def record(bus: Bus, state: RunState, rs: RoundState, tokens_per_sibling: int, producer: str) -> int:
+    """Publish the round's missing decisions and fold them in; how many were published."""
+    evs = decisions(state, rs, tokens_per_sibling, producer)
+    if evs:
+        await bus.publish_many(evs)
+    for e in evs:
+        state.apply(e)
+        log.info("run %s: %s round %d: %s", state.run_id, rs.task, rs.round, e.group_respent.reason)
+    return len(evs)
 
 
 def decisions(state: RunState, rs: RoundState, tokens_per_sibling: int, producer: str) -> list[pb.Event]:

@@ -219,16 +219,9 @@ class SamplerService(Service):
     # ---- rounds -----------------------------------------------------------------------------
     async def _respend(self, state: RunState, rs) -> None:
         """Once the round's expansions are scored: record a decision per zero-variance group."""
-        if state.completed:
-            return
-        evs = _respend.decisions(state, rs, self.config.sampling.max_new_tokens, self.producer)
-        if not evs:
-            return
-        await self.bus.publish_many(evs)
-        for e in evs:
-            state.apply(e)
-            log.info("run %s: %s round %d: %s", state.run_id, rs.task, rs.round, e.group_respent.reason)
-        self._wake.set()
+        tokens = self.config.sampling.max_new_tokens  # what one new sibling reserves of the budget
+        if not state.completed and await _respend.record(self.bus, state, rs, tokens, self.producer):
+            self._wake.set()
 
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
         if state.completed or rs.completed or not round_complete(rs, state.spec):
