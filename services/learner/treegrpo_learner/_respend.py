@@ -21,7 +21,7 @@ from treegrpo.respend import no_variance
 from treegrpo.v1 import events_pb2 as pb
 
 SKIPPED = "groups_skipped_no_signal"  # the step's metric: groups that trained nothing for want of signal
-DECISION_POLL_S = 1.0  # how soon a group waiting for its decision comes back
+DECISION_POLL_S = 3.0  # how soon a group waiting for its decision comes back (the round's end: minutes)
 
 
 @dataclass(frozen=True)
