@@ -15,6 +15,20 @@ bootstrap interval over sibling groups, the verdict, the round-1 agreement), the
 each arm (the crash rate the estimator leaves), and per round the failed share and mean oriented
 metric of valid nodes. Sampling seeds do not depend on the run id, so a seed's control is the
 control of every setting at that seed: `treegrpo run --control` would re-run the same arm.
+
+Issue 31's variants (`--variant NAME`, repeatable; `--variant all` = every one) are presets of
+`--setting`: baseline, respend (zero-variance groups re-spent, `run.tree.respend`), gspo
+(sequence-level ratio), icepop (token mask of the train/inference ratio outside [0.5, 2]). A
+setting that changes the run itself (`run.*`, e.g. respend: it grows the tree) gets a control of
+its own with the same `run.*` overrides and no training, so search alone is compared with search
+alone. A harder setting, where most groups have no variance: `--set sampler.sampling.temperature=1.2`.
+
+    python benchmarks/learning_sweep.py --config treegrpo/examples/learning-cpu.toml --seeds 0 1 2 \
+        --variant all --home /tmp/sweep31 --json /tmp/sweep31/rows.json
+
+Per train arm it also reads the run's own report (from the bus, `runs/<id>/report/report.json`):
+the learning-signal share, signal groups trained per CPU-hour (the arm's CPU seconds), groups
+re-spent and groups the learner skipped for want of signal.
 """
 
 from __future__ import annotations
@@ -31,6 +45,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# the checkout first, then whatever the caller's path holds (e.g. a worktree's service folders)
+PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
+VARIANTS: dict[str, list[str]] = {
+    "baseline": [],
+    "respend": ["run.tree.respend.enabled=true"],
+    "gspo": ['learner.policy_loss.ratio_level="sequence"'],
+    "icepop": ["learner.rollout_correction.token_mask_high=2.0"],
+}
 
 
 def demo_policy(home: Path) -> Path:
@@ -51,7 +75,7 @@ def run_arm(
         f"run.seed={seed}",
         f"learner.seed={seed}",
         "runner.live=false",
-        "runner.report=false",
+        f"runner.report={'true' if train else 'false'}",  # the train arm's own report: signal, re-spends
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
         *overrides,
@@ -59,7 +83,7 @@ def run_arm(
     cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(config)] + [a for s in sets for a in ("--set", s)]
     if not train:
         cmd.append("--no-train")
-    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": PYTHONPATH, "OMP_WAIT_POLICY": "PASSIVE"}
     t0, cpu0 = time.monotonic(), _children_cpu()
     with open(home / f"{run_id}.log", "w") as log:
         rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -119,7 +143,7 @@ def learning(home: Path, train_id: str, control_id: str, late_from: int | None) 
     ]
     if late_from:
         cmd += ["--late-from", str(late_from)]
-    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TREEGRPO_HOME": str(home), "PYTHONPATH": PYTHONPATH}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out[out.index("{") :])["learning"]
 
@@ -129,9 +153,42 @@ def parse_setting(text: str) -> tuple[str, list[str]]:
     return name, [s for s in sets.split(",") if s]
 
 
+def run_sets(sets: list[str]) -> list[str]:
+    """The overrides that change the run itself (its tree, its tasks): the control must share them."""
+    return [s for s in sets if s.startswith("run.")]
+
+
+def control_id(tag: str, seed: int, sets: list[str]) -> str:
+    if not run_sets(sets):
+        return f"{tag}ctrl-s{seed}"
+    from treegrpo.events import short_hash
+
+    return f"{tag}ctrl-{short_hash(*run_sets(sets), n=6)}-s{seed}"
+
+
+def run_stats(home: Path, run_id: str, cpu_s: float) -> dict:
+    """From the train arm's own report (the bus's facts): signal, re-spends, skips, entropy."""
+    path = home / "runs" / run_id / "report" / "report.json"
+    if not path.exists():
+        return {}
+    [m] = [r for r in json.loads(path.read_text())["runs"] if r["run_id"] == run_id]
+    sig, rs = m["signal"], m.get("respend", {})
+    return {
+        "signal_share": sig["share"],
+        "signal_groups_trained": sig["trained_with_signal"],
+        "signal_groups_per_cpu_hour": round(sig["trained_with_signal"] / (cpu_s / 3600), 1)
+        if cpu_s
+        else None,
+        "respent_groups": rs.get("groups", 0),
+        "respent_with_signal": rs.get("with_signal", 0),
+        "skipped_no_signal": rs.get("skipped_no_signal", 0),
+        "entropy": m.get("entropy", []),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", type=Path, default=ROOT / "treegrpo" / "configs" / "learning-cpu.toml")
+    ap.add_argument("--config", type=Path, default=ROOT / "treegrpo" / "examples" / "learning-cpu.toml")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument(
         "--setting",
@@ -140,6 +197,11 @@ def main() -> None:
         help="name=key=value,key=value (learner overrides of the train arm)",
     )
     ap.add_argument(
+        "--variant", action="append", default=[], choices=[*VARIANTS, "all"], help="issue 31's presets"
+    )
+    ap.add_argument("--model", type=Path, default=None, help="a policy folder instead of the demo policy")
+    ap.add_argument("--dry-run", action="store_true", help="print the arms it would run, run none")
+    ap.add_argument(
         "--set", dest="common", action="append", default=[], help="override for every arm (tree shape, tasks)"
     )
     ap.add_argument("--tag", default="", help="prefix of run ids (different tree shapes need different tags)")
@@ -147,15 +209,23 @@ def main() -> None:
     ap.add_argument("--late-from", type=int, default=None, help="first late round (default: the report's)")
     ap.add_argument("--json", type=Path, default=None, help="write the table here too")
     args = ap.parse_args()
+    variants = list(VARIANTS) if "all" in args.variant else args.variant
+    settings = [parse_setting(s) for s in args.setting] + [(v, VARIANTS[v]) for v in variants]
+    settings = settings or [("base", [])]
+    if args.dry_run:
+        for seed in args.seeds:
+            for name, sets in settings:
+                print(f"seed {seed}: {args.tag}{name}-s{seed} {sets} vs {control_id(args.tag, seed, sets)}")
+        return
     args.home.mkdir(parents=True, exist_ok=True)
-    model = demo_policy(args.home)
-    settings = [parse_setting(s) for s in args.setting] or [("base", [])]
+    model = args.model or demo_policy(args.home)
     rows = []
     for seed in args.seeds:
-        ctrl_id = f"{args.tag}ctrl-s{seed}"
-        ctrl_s, ctrl_cpu = run_arm(args.config, args.home, ctrl_id, seed, model, args.common, train=False)
-        control = nodes(args.home, ctrl_id)
         for name, sets in settings:
+            ctrl_id = control_id(args.tag, seed, sets)
+            ctrl_sets = args.common + run_sets(sets)
+            ctrl_s, ctrl_cpu = run_arm(args.config, args.home, ctrl_id, seed, model, ctrl_sets, train=False)
+            control = nodes(args.home, ctrl_id)
             run_id = f"{args.tag}{name}-s{seed}"
             wall, cpu = run_arm(args.config, args.home, run_id, seed, model, args.common + sets, train=True)
             train = nodes(args.home, run_id)
@@ -177,6 +247,7 @@ def main() -> None:
                 "failed_control": failed_share(control),
                 "train_rounds": per_round(train),
                 "control_rounds": per_round(control),
+                **run_stats(args.home, run_id, cpu),
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -197,6 +268,9 @@ def summary(rows: list[dict]) -> None:
         "ci95",
         "failed train / control",
         "wall s (train / ctrl)",
+        "signal share",
+        "signal groups / CPU-h",
+        "re-spent / skipped",
     )
     for r in rows:
         table.add_row(
@@ -207,8 +281,15 @@ def summary(rows: list[dict]) -> None:
             "[{:+.3f}, {:+.3f}]".format(*r["ci95"]),
             f"{r['failed_train']:.1%} / {r['failed_control']:.1%}",
             f"{r['train_s']} / {r['control_s']}",
+            "–" if r.get("signal_share") is None else f"{r['signal_share']:.1%}",
+            str(r.get("signal_groups_per_cpu_hour", "–")),
+            f"{r.get('respent_groups', '–')} / {r.get('skipped_no_signal', '–')}",
         )
     Console().print(table)
+    for name in dict.fromkeys(r["setting"] for r in rows):  # per setting over seeds
+        diffs = [r["difference"] for r in rows if r["setting"] == name]
+        verdicts = [r["verdict"] for r in rows if r["setting"] == name]
+        print(f"{name}: mean difference {statistics.fmean(diffs):+.3f} over {len(diffs)} seed(s); {verdicts}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ class Kind(StrEnum):
     POLICY_PUBLISHED = "policy.published"
     POLICY_LOADED = "policy.loaded"
     DEAD_LETTERED = "dead.lettered"
+    GROUP_RESPENT = "group.respent"
 
     @property
     def field(self) -> str:

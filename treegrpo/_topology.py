@@ -58,6 +58,10 @@ TOPOLOGY: dict[Kind, Route] = {
     Kind.POLICY_PUBLISHED: _route({LEARNER}, {SAMPLER}, "a new policy version's adapter is stored"),
     Kind.POLICY_LOADED: _route({SAMPLER}, set(), "a sampler serves a policy version now"),
     Kind.DEAD_LETTERED: _route({CONSUMER}, set(), "a message no handler could process (dead-letter stream)"),
+    # the learner looks the decision up (a read, not work): it tells it which groups of a round follow
+    Kind.GROUP_RESPENT: _route(
+        {SAMPLER}, set(), "a zero-variance group's re-spend decision: new siblings, parent, why"
+    ),
 }
 
 

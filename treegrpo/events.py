@@ -140,7 +140,7 @@ def default_key(body) -> tuple | str | None:
     name = type(body).__name__
     if name in ("NodeSampled", "NodeExecuted", "NodeGraded"):
         return body.node_id
-    if name == "GroupScored":
+    if name in ("GroupScored", "GroupRespent"):  # one decision per zero-variance group
         return body.sibling_group
     if name in ("RoundStarted", "RoundCompleted"):
         return (body.task, str(body.round))

@@ -31,6 +31,7 @@ SMALL_KINDS = (
     Kind.NODE_GRADED,
     Kind.GROUP_SCORED,
     Kind.LEARNER_STEPPED,
+    Kind.GROUP_RESPENT,
 )
 
 

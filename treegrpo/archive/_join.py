@@ -51,6 +51,9 @@ class RunFacts:
     rewards: dict[str, float] = field(default_factory=dict)
     groups: dict[str, pb.GroupScored] = field(default_factory=dict)
     steps: list[pb.LearnerStepped] = field(default_factory=list)
+    # zero-variance groups' re-spend decisions (run.tree.respend), by group: the seed's files have
+    # no place for them (their new nodes are exported like any, at step expansions + step)
+    respent: dict[str, pb.GroupRespent] = field(default_factory=dict)
     first_seen: dict[tuple[str, int], float] = field(default_factory=dict)
 
     def round(self, task: str, round_: int) -> RoundFacts:
@@ -79,6 +82,8 @@ class RunFacts:
                 self.rewards[m.node_id] = m.reward
         elif kind == "learner_stepped":
             self.steps.append(event.learner_stepped)
+        elif kind == "group_respent":
+            self.respent[event.group_respent.sibling_group] = event.group_respent
 
     def _add_graded(self, event: pb.Event) -> None:
         g = event.node_graded

@@ -40,6 +40,10 @@ def describe(event: pb.Event) -> tuple[str, str]:
     if kind == Kind.GROUP_SCORED:
         rewards = " ".join(f"{m.reward:+.2f}" for m in b.members)
         return "blue", f"{b.sibling_group} {b.task} r{b.round} s{b.step}: {rewards}"
+    if kind == Kind.GROUP_RESPENT:
+        return (
+            "yellow" if b.extra_siblings else "dim"
+        ), f"{b.sibling_group} {b.task} r{b.round} s{b.step}: {b.reason}"
     if kind == Kind.LEARNER_STEPPED:
         phases = ", ".join(
             f"{f.name}={getattr(b.phases_s, f.name):.1f}s"

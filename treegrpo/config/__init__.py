@@ -17,13 +17,14 @@ from treegrpo.config._base import (
     read_toml,
     treegrpo_home,
 )
-from treegrpo.config.run import RunSpec, TreeSettings
+from treegrpo.config.run import RespendSettings, RunSpec, TreeSettings
 
 __all__ = [
     "ConfigError",
     "HealthSettings",
     "InfraSettings",
     "NatsSettings",
+    "RespendSettings",
     "RunSpec",
     "Section",
     "ServiceSettings",

@@ -16,6 +16,39 @@ from treegrpo.config._base import Section, Settings, from_values
 from treegrpo.events import check_token
 
 
+class RespendSettings(Section):
+    """Zero-variance sibling groups re-spent by the search (treegrpo/respend.py, docs/SAMPLER.md).
+
+    Once every expansion of a task-round is scored, each group whose rewards do not vary (all
+    failed, all equal) is a candidate, in step order; each gets up to `max_extra_siblings` new
+    siblings while the round's token budget lasts. A new sibling reserves the sampler's
+    `max_new_tokens` of the budget before it is sampled, the most it can generate, so the budget
+    holds for what is generated, not for an estimate. With it on the learner also leaves groups
+    without signal out of its steps (counted: `groups_skipped_no_signal`)."""
+
+    enabled: bool = Field(default=False, description="Re-spend zero-variance groups (off: today's search)")
+    mode: Literal["grow", "reparent"] = Field(
+        default="grow",
+        description="grow: more siblings of the same expansion (same parent, mode and prompt); "
+        "reparent: re-run the expansion from another parent of the round (softmax over rewards, "
+        "the group's own parent left out; a round with no other parent grows instead)",
+    )
+    max_extra_siblings: int = Field(
+        default=8, ge=0, description="Cap of new siblings per re-spent group (they form one new group)"
+    )
+    min_extra_siblings: int = Field(
+        default=2,
+        ge=2,
+        description="Fewer than this left in the budget re-spends nothing (a group of one has no variance)",
+    )
+    round_token_budget: int = Field(
+        default=16384,
+        ge=0,
+        description="Response tokens the re-spends of one task-round may generate at most; "
+        "0 = re-spend nothing (the learner still skips groups without signal: verl's filter_groups)",
+    )
+
+
 class TreeSettings(Section):
     expansions: int = Field(default=4, ge=1, description="E: expansions per task and round (the seed: 4)")
     group_size: int = Field(
@@ -24,6 +57,9 @@ class TreeSettings(Section):
     drafts: int = Field(default=2, ge=1, description="Expansions 0..drafts-1 are drafts (the seed: 2)")
     parent_temperature: float = Field(
         default=1.0, gt=0, description="Softmax temperature over node rewards when choosing a parent"
+    )
+    respend: RespendSettings = Field(
+        default_factory=RespendSettings, description="Zero-variance groups re-spent (default off)"
     )
 
 

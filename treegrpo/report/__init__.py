@@ -7,9 +7,18 @@ report = await build_report("path/to/seed-root", [], "out/report")     # from a 
 from treegrpo.advantages import ESTIMATORS, has_signal
 from treegrpo.advantages import compute as advantages
 from treegrpo.report._build import Report, build_report, load_runs, write_report
-from treegrpo.report._data import BusReading, RunData, load_from_bus, load_from_root
+from treegrpo.report._data import BusReading, Respent, RunData, load_from_bus, load_from_root
 from treegrpo.report._learning_output import verdict_line
-from treegrpo.report._metrics import GpuStats, PhaseStat, Ratio, RoundRow, RunMetrics, Signal, compute
+from treegrpo.report._metrics import (
+    GpuStats,
+    PhaseStat,
+    Ratio,
+    Respend,
+    RoundRow,
+    RunMetrics,
+    Signal,
+    compute,
+)
 
 __all__ = [
     "BusReading",
@@ -18,6 +27,8 @@ __all__ = [
     "PhaseStat",
     "Ratio",
     "Report",
+    "Respend",
+    "Respent",
     "RoundRow",
     "RunData",
     "RunMetrics",

@@ -36,6 +36,8 @@ from treegrpo.events import Kind, short_hash
 LOAD_SOURCE = "load"
 LOAD_TASK_IDS = frozenset({"load-bytes"})
 BUSY_METRIC = "gpu_busy_share"  # a learner.step metric: GPU busy time / wall time over the step
+# learner.step metrics the report shows per run (the policy's entropy; groups left out for no signal)
+STEP_METRICS = ("entropy", "groups_skipped_no_signal")
 LOAD_LINE = "load run: scores come from completion bytes; not a learning measurement"
 
 
@@ -55,6 +57,33 @@ class NodeText:
         return cls(plan, code, term_tail, n_tokens, sum(lp) / len(lp) if lp else None)
 
 
+@dataclass(frozen=True, slots=True)
+class Respent:
+    """One `group.respent` decision (run.tree.respend): the zero-variance group, its new one."""
+
+    task: str
+    round: int
+    step: int
+    group: str  # the zero-variance group
+    respend_group: str  # "" when nothing was re-spent
+    siblings: int
+    reserved_tokens: int
+    why: str
+
+    @classmethod
+    def of(cls, d) -> Respent:
+        return cls(
+            d.task,
+            d.round,
+            d.step,
+            d.sibling_group,
+            d.respend_group,
+            d.extra_siblings,
+            d.reserved_tokens,
+            d.why,
+        )
+
+
 @dataclass
 class RunData:
     run_id: str
@@ -71,6 +100,8 @@ class RunData:
     # not records (no outcome of the policy's), counted apart; a seed-format root has none
     infrastructure: dict[str, str] = field(default_factory=dict)
     gpu_busy: dict[int, float] = field(default_factory=dict)  # step -> GPU busy share, where recorded
+    step_metrics: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> STEP_METRICS recorded
+    respent: list[Respent] = field(default_factory=list)  # re-spend decisions (a seed root has none)
 
     @property
     def load(self) -> bool:
@@ -144,8 +175,13 @@ class BusReading:
             data.timing.append(timing_line(s))
             if BUSY_METRIC in s.metrics:
                 data.gpu_busy[s.step] = s.metrics[BUSY_METRIC]
+            if shown := {k: s.metrics[k] for k in STEP_METRICS if k in s.metrics}:
+                data.step_metrics[s.step] = shown
             if s.sibling_groups:
                 data.step_groups[s.step] = list(s.sibling_groups)
+        data.respent = [
+            Respent.of(d) for d in sorted(facts.respent.values(), key=lambda d: (d.round, d.task, d.step))
+        ]
         for key in sorted(facts.rounds, key=lambda k: (k[1], k[0])):
             rf = facts.rounds[key]
             recs = [

@@ -10,7 +10,7 @@ the node is opened, so no diff is stored.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from treegrpo.advantages import compute as advantages
@@ -136,6 +136,7 @@ def _row(r: NodeRecord, data: RunData, adv: dict[str, float], strings: Strings) 
 def _run(data: RunData, m: RunMetrics, role: str, estimator: str, strings: Strings) -> dict:
     adv = group_advantages(data.records, estimator)
     best = _best(data)
+    respent = Counter((d.task, d.round) for d in data.respent if d.siblings)  # zero-variance groups re-spent
     return {
         "id": data.run_id,
         "role": role,
@@ -154,6 +155,7 @@ def _run(data: RunData, m: RunMetrics, role: str, estimator: str, strings: Strin
                 "crash_rate": row.crash_rate,
                 "best_test_metric": row.best_test_metric,
                 "best_id": best.get((row.task, row.round)),
+                "respent": respent.get((row.task, row.round), 0),
                 "summary": row.from_summary,
             }
             for row in m.rounds

@@ -66,6 +66,19 @@ class Signal:
 
 
 @dataclass
+class Respend:
+    """Zero-variance groups re-spent by the search (run.tree.respend) and what the learner skipped."""
+
+    decisions: int = 0  # zero-variance groups the sampler decided on
+    groups: int = 0  # ... of them given new siblings
+    siblings: int = 0  # new siblings sampled for them
+    tokens_reserved: int = 0
+    tokens_generated: int = 0  # response tokens the new siblings generated (<= reserved)
+    with_signal: int = 0  # re-spent groups whose new siblings carry a learning signal
+    skipped_no_signal: int = 0  # groups the learner's steps left out for want of signal
+
+
+@dataclass
 class RunMetrics:
     run_id: str
     source: str
@@ -87,6 +100,8 @@ class RunMetrics:
     problems: list[str] = field(default_factory=list)
     infrastructure: int = 0  # nodes masked by infrastructure faults: not in `nodes` nor `statuses`
     load_run: bool = False  # a systems load run: scores from completion bytes, never learning
+    respend: Respend = field(default_factory=Respend)
+    entropy: list[float] = field(default_factory=list)  # the policy's mean entropy per logged step
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -180,13 +195,14 @@ def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
     for r in data.records:
         groups.setdefault(r.sibling_group, []).append(r)
     masked = Counter(data.infrastructure.values())  # a group's masked siblings are not partial
-    size = max((len(g) + masked[gid] for gid, g in groups.items()), default=0)
+    respent = {d.respend_group: d.siblings for d in data.respent if d.siblings}  # sized by its decision
+    size = max((len(g) + masked[gid] for gid, g in groups.items() if gid not in respent), default=0)
     trained_groups = {g for gs in data.step_groups.values() for g in gs}
     stepped_rounds = {t.step for t in data.timing}
     sig = Signal(estimator, 0, 0, 0, 0, 0, None, None)
     sig.dropped_groups = sum(1 for gid, n in masked.items() if len(groups.get(gid, [])) < MIN_SIBLINGS)
     for gid, members in groups.items():
-        if len(members) + masked[gid] < size or any(m.reward is None for m in members):
+        if len(members) + masked[gid] < respent.get(gid, size) or any(m.reward is None for m in members):
             sig.partial_groups += 1
             continue
         if len(members) < MIN_SIBLINGS and masked[gid]:
@@ -202,6 +218,25 @@ def _signal(data: RunData, estimator: str, gpus: int) -> Signal:
         sig.gpu_hours = sum(t.total_s for t in data.timing) * gpus / 3600
         sig.per_gpu_hour = sig.trained_with_signal / sig.gpu_hours if sig.gpu_hours else None
     return sig
+
+
+def _respend(data: RunData, estimator: str) -> Respend:
+    out = Respend(decisions=len(data.respent))
+    members: dict[str, list[NodeRecord]] = {}
+    for r in data.records:
+        members.setdefault(r.sibling_group, []).append(r)
+    for d in data.respent:
+        if not d.siblings:
+            continue
+        new = members.get(d.respend_group, [])
+        out.groups += 1
+        out.tokens_reserved += d.reserved_tokens
+        out.siblings += len(new)
+        out.tokens_generated += sum(data.texts[r.id].tokens for r in new if r.id in data.texts)
+        if new and all(r.reward is not None for r in new):
+            out.with_signal += has_signal(estimator, [r.reward for r in new], [r.status for r in new])
+    out.skipped_no_signal = int(sum(m.get("groups_skipped_no_signal", 0) for m in data.step_metrics.values()))
+    return out
 
 
 def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) -> RunMetrics:
@@ -233,4 +268,10 @@ def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) ->
         problems=[str(p) for p in data.problems],
         infrastructure=len(data.infrastructure),
         load_run=data.load,
+        respend=_respend(data, estimator),
+        entropy=[
+            data.step_metrics[k]["entropy"]
+            for k in sorted(data.step_metrics)
+            if "entropy" in data.step_metrics[k]
+        ],
     )

@@ -59,8 +59,30 @@ def summary_rows(runs: Sequence[RunMetrics]) -> list[Row]:
         ("groups dropped: infrastructure (not counted)", [str(m.signal.dropped_groups) for m in runs]),
         ("GPU-hours (Σ total_s × GPUs)", [_num(m.signal.gpu_hours, ".2f") for m in runs]),
         ("signal groups trained / GPU-hour", [_num(m.signal.per_gpu_hour, ".2f") for m in runs]),
+        (
+            "zero-variance groups re-spent (decided)",
+            [f"{m.respend.groups}/{m.respend.decisions}" for m in runs],
+        ),
+        ("re-spent: new siblings, with signal", [_respent(m) for m in runs]),
+        ("re-spent tokens generated / reserved", [_respent_tokens(m) for m in runs]),
+        ("groups skipped by the learner: no signal", [str(m.respend.skipped_no_signal) for m in runs]),
+        ("policy entropy (first → last step)", [_entropy(m.entropy) for m in runs]),
     ]
     return rows
+
+
+def _respent(m: RunMetrics) -> str:
+    r = m.respend
+    return f"{r.siblings} siblings, {r.with_signal}/{r.groups} groups" if r.groups else "–"
+
+
+def _respent_tokens(m: RunMetrics) -> str:
+    r = m.respend
+    return f"{r.tokens_generated}/{r.tokens_reserved}" if r.groups else "–"
+
+
+def _entropy(values: list[float]) -> str:
+    return f"{values[0]:.3f} → {values[-1]:.3f}" if values else "–"
 
 
 def phase_rows(runs: Sequence[RunMetrics]) -> list[Row]:

@@ -429,8 +429,42 @@ class LearnerRestored(_message.Message):
     restore: int
     def __init__(self, version: _Optional[int] = ..., weights_from: _Optional[str] = ..., checkpoint: _Optional[str] = ..., adapter_version: _Optional[int] = ..., adapter_key: _Optional[str] = ..., adapter_sha256: _Optional[str] = ..., replayed_steps: _Optional[int] = ..., skipped: _Optional[_Iterable[str]] = ..., lost: _Optional[_Iterable[str]] = ..., restore: _Optional[int] = ...) -> None: ...
 
+class GroupRespent(_message.Message):
+    __slots__ = ("sibling_group", "task", "round", "step", "why", "mode", "extra_siblings", "respend_group", "respend_step", "parent_id", "child_mode", "reserved_tokens", "budget_left", "tokens_per_sibling", "reason")
+    SIBLING_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_SIBLINGS_FIELD_NUMBER: _ClassVar[int]
+    RESPEND_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RESPEND_STEP_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILD_MODE_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_LEFT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_SIBLING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    sibling_group: str
+    task: str
+    round: int
+    step: int
+    why: str
+    mode: str
+    extra_siblings: int
+    respend_group: str
+    respend_step: int
+    parent_id: str
+    child_mode: str
+    reserved_tokens: int
+    budget_left: int
+    tokens_per_sibling: int
+    reason: str
+    def __init__(self, sibling_group: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., why: _Optional[str] = ..., mode: _Optional[str] = ..., extra_siblings: _Optional[int] = ..., respend_group: _Optional[str] = ..., respend_step: _Optional[int] = ..., parent_id: _Optional[str] = ..., child_mode: _Optional[str] = ..., reserved_tokens: _Optional[int] = ..., budget_left: _Optional[int] = ..., tokens_per_sibling: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored")
+    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored", "group_respent")
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -447,6 +481,7 @@ class Event(_message.Message):
     RUN_ENDED_FIELD_NUMBER: _ClassVar[int]
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     LEARNER_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_RESPENT_FIELD_NUMBER: _ClassVar[int]
     envelope: Envelope
     run_started: RunStarted
     run_completed: RunCompleted
@@ -463,4 +498,5 @@ class Event(_message.Message):
     run_ended: RunEnded
     run_resumed: RunResumed
     learner_restored: LearnerRestored
-    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ...) -> None: ...
+    group_respent: GroupRespent
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ..., group_respent: _Optional[_Union[GroupRespent, _Mapping]] = ...) -> None: ...

@@ -68,6 +68,8 @@ class PendingGroup:
     members: list[Member]
     done: asyncio.Future
     span: SpanContext | None = None
+    extra: bool = False  # a re-spent group (run.tree.respend): beyond its round's `need` in sync mode
+    expects: int = 0  # re-spent groups that will follow this one (its round waits for them)
 
     @property
     def policy_version(self) -> int:
@@ -131,9 +133,11 @@ class GroupBuffer:
         if sync and order:
             order = [g for g in order if g.round == order[0].round]
             need = max(1, need - consumed(order[0].round))
-        if len(order) < need:
+            chosen = _whole_round(order, need)
+        else:
+            chosen = order[:need] if len(order) >= need else None
+        if chosen is None:
             return Batch([], stale) if stale else None
-        chosen = order[:need]
         for g in chosen:
             del self._groups[g.group]
         return Batch(chosen, stale)
@@ -143,3 +147,13 @@ class GroupBuffer:
             if not g.done.done():
                 g.done.set_exception(exc)
         self._groups.clear()
+
+
+def _whole_round(order: list[PendingGroup], need: int) -> list[PendingGroup] | None:
+    """A sync round's groups once it is whole: `need` of its own expansions, and every re-spent
+    group those announced (`expects`); None while any is missing."""
+    base = [g for g in order if not g.extra]
+    extras = [g for g in order if g.extra]
+    if len(base) < need or len(extras) < sum(g.expects for g in base[:need]):
+        return None
+    return base[:need] + extras

@@ -17,7 +17,7 @@ from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
-from treegrpo_learner import _colocate
+from treegrpo_learner import _colocate, _respend
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member, read_members
 from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
@@ -163,7 +163,7 @@ class RunLearner:
         out, with_signal, staleness = [], 0, []
         over = self.cfg.overlong
         penalty = over.penalty if over.mode == "penalty" else None
-        self.counts = {"sequences_overlong": 0.0}
+        self.counts = {"sequences_overlong": 0.0, **_respend.counters(self.spec)}
         if over.mode == "mask":
             self.counts["sequences_overlong_masked"] = 0.0
         for g in batch.groups:
@@ -173,6 +173,9 @@ class RunLearner:
                 raise step_fault(self.state.step + 1, f"group {g.group}: {exc}") from exc
             with_signal += any(a != 0.0 for a in adv)
             staleness.append(self.state.step - g.policy_version)
+            if _respend.skips(self.spec, adv):  # re-spending on: no signal, no place in the step
+                self.counts[_respend.SKIPPED] += 1
+                continue
             if g.dropped:
                 log.warning(
                     "group %s (task %s round %d) trains nothing: %s", g.group, g.task, g.round, g.dropped

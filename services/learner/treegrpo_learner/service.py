@@ -21,7 +21,7 @@ from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_learner import _colocate
+from treegrpo_learner import _colocate, _respend
 from treegrpo_learner._buffer import PendingGroup
 from treegrpo_learner._checkpoint import NonFiniteWeights
 from treegrpo_learner._numeric import NonFiniteStep
@@ -122,6 +122,7 @@ class LearnerService(Service):
         if gs.sibling_group in run.inflight:  # a redelivery while its step runs: share that outcome
             await asyncio.shield(run.inflight[gs.sibling_group])
             return
+        arrival = await _respend.arrival(self.bus, run_id, run.spec, gs)  # Deferred: no decision yet
         members = await run.members(gs)
         ctx = trace.get_current_span().get_span_context()
         group = run.buffer.add(
@@ -134,6 +135,8 @@ class LearnerService(Service):
                 members,
                 asyncio.get_running_loop().create_future(),
                 ctx,
+                arrival.extra,
+                arrival.expects,
             )
         )
         await asyncio.shield(group.done)

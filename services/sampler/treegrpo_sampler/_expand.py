@@ -75,7 +75,7 @@ def node_events(
     sampler_id: str,
     model: str,
 ) -> list[pb.Event]:
-    g = state.spec.tree.group_size
+    g = exp.group_size or state.spec.tree.group_size
     share = sampled.seconds / max(1, len(sampled.completions))
     out = []
     for index, comp in zip(exp.missing, sampled.completions, strict=True):

@@ -12,7 +12,7 @@ from treegrpo import events
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_sampler.policy import GroupState, RoundState, Score
+from treegrpo_sampler.policy import GroupState, Respend, RoundState, Score
 
 REPLAY_KINDS = [
     Kind.RUN_STARTED,
@@ -24,6 +24,7 @@ REPLAY_KINDS = [
     Kind.NODE_SAMPLED,
     Kind.GROUP_SCORED,
     Kind.POLICY_PUBLISHED,
+    Kind.GROUP_RESPENT,
 ]
 
 
@@ -109,6 +110,12 @@ class RunState:
     def _on_group_scored(self, body: pb.GroupScored) -> None:
         g = self.group(body.task, body.round, body.step)
         g.scores = {m.node_id: Score(m.reward, m.status) for m in body.members}
+
+    def _on_group_respent(self, body: pb.GroupRespent) -> None:
+        parent = body.parent_id if body.HasField("parent_id") else None
+        self.round(body.task, body.round).respent[body.step] = Respend(
+            body.step, body.respend_step, body.extra_siblings, body.child_mode, parent, body.reserved_tokens
+        )
 
     def _on_policy_published(self, body: pb.PolicyPublished) -> None:
         copy = pb.PolicyPublished()

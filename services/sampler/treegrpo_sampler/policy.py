@@ -21,6 +21,7 @@ from treegrpo import events
 from treegrpo.advantages import masked
 from treegrpo.config import RunSpec
 from treegrpo.events import Status
+from treegrpo.respend import no_variance
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,27 @@ class GroupState:
     scores: dict[str, Score] | None = None  # set once group.scored arrived
 
 
+@dataclass(frozen=True)
+class Respend:
+    """A `group.respent` decision as the tree needs it: the new group sits at `respend_step`."""
+
+    step: int  # the zero-variance expansion
+    respend_step: int
+    siblings: int  # 0: nothing re-spent
+    mode: str  # the new group's prompt: draft, improve or debug
+    parent_id: str | None
+    reserved_tokens: int
+
+
 @dataclass
 class RoundState:
     task: str
     round: int
     started_unix: int | None = None
     policy_version: int | None = None  # version serving at round.started
-    groups: dict[int, GroupState] = field(default_factory=dict)  # step -> group
+    groups: dict[int, GroupState] = field(default_factory=dict)  # step -> group (re-spent ones too)
     completed: bool = False
+    respent: dict[int, Respend] = field(default_factory=dict)  # zero-variance step -> decision
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,7 @@ class Expansion:
     parent_id: str | None
     group_id: str
     missing: tuple[int, ...]
+    group_size: int = 0  # siblings of the group; 0 = the tree's group_size (a re-spent group has its own)
 
 
 def version_allows(round_: int, loaded_version: int, spec: RunSpec) -> bool:
@@ -135,10 +150,42 @@ def plan_step(run_id: str, spec: RunSpec, rs: RoundState, step: int) -> Expansio
     return Expansion(rs.task, rs.round, step, mode, parent, gid, missing)
 
 
+def respend_expansions(run_id: str, rs: RoundState) -> list[Expansion]:
+    """The re-spent groups of the round with siblings still unsampled (after a crash: the missing ones)."""
+    out = []
+    for d in rs.respent.values():
+        group = rs.groups.get(d.respend_step)
+        have = set(group.sampled) if group else set()
+        missing = tuple(i for i in range(d.siblings) if i not in have)
+        if missing:
+            gid = events.group_id(run_id, rs.task, rs.round, d.respend_step)
+            out.append(
+                Expansion(rs.task, rs.round, d.respend_step, d.mode, d.parent_id, gid, missing, d.siblings)
+            )
+    return out
+
+
+def respend_pending(rs: RoundState, spec: RunSpec) -> bool:
+    """With re-spending on: a zero-variance expansion still waits for its decision, or a re-spent
+    group for its scores (the round is not complete before both are settled)."""
+    if not spec.tree.respend.enabled:
+        return False
+    for s in range(spec.tree.expansions):
+        g = rs.groups.get(s)
+        if g is None or g.scores is None or s in rs.respent:
+            continue
+        if no_variance([x.reward for x in g.scores.values()], [x.status for x in g.scores.values()]):
+            return True
+    return any(
+        d.siblings and (rs.groups.get(d.respend_step) is None or rs.groups[d.respend_step].scores is None)
+        for d in rs.respent.values()
+    )
+
+
 def round_complete(rs: RoundState, spec: RunSpec) -> bool:
     return all(
         rs.groups.get(s) is not None and rs.groups[s].scores is not None for s in range(spec.tree.expansions)
-    )
+    ) and not respend_pending(rs, spec)
 
 
 def next_expansions(
@@ -155,10 +202,10 @@ def next_expansions(
             # catch-up pull lands, and a group sampled then would be stale to the learner
             if not version_allows(r, loaded_version, spec):
                 break  # later rounds need an even newer version
-            for step in range(spec.tree.expansions):
-                exp = plan_step(run_id, spec, rs, step)
+            planned = [plan_step(run_id, spec, rs, step) for step in range(spec.tree.expansions)]
+            for exp in [*planned, *respend_expansions(run_id, rs)]:
                 if exp is not None and exp.group_id not in busy:
-                    ready.append(((r, -step, t_index), exp))
+                    ready.append(((r, -exp.step, t_index), exp))
     return [e for _, e in sorted(ready, key=lambda x: x[0])]
 
 

@@ -23,7 +23,7 @@ from treegrpo.events import Kind
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_sampler import _expand
+from treegrpo_sampler import _expand, _respend
 from treegrpo_sampler._adapters import AdapterLoader, VersionGate
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
@@ -148,6 +148,7 @@ class SamplerService(Service):
             log.info("run %s: rebuilt from the log (%d nodes sampled)", run_id, len(state.nodes))
         await self._catch_up(state)
         for rs in list(state.rounds.values()):
+            await self._respend(state, rs)  # a crash may have come between the scores and the decisions
             await self._maybe_complete_round(state, rs)
         self._wake.set()
         return state
@@ -179,6 +180,7 @@ class SamplerService(Service):
             raise TransientError("group scored before its run.started is visible", 2.0)
         state.apply(event)
         body = event.group_scored
+        await self._respend(state, state.round(body.task, body.round))
         await self._maybe_complete_round(state, state.round(body.task, body.round))
         self._wake.set()
 
@@ -215,6 +217,12 @@ class SamplerService(Service):
         self._wake.set()
 
     # ---- rounds -----------------------------------------------------------------------------
+    async def _respend(self, state: RunState, rs) -> None:
+        """Once the round's expansions are scored: record a decision per zero-variance group."""
+        tokens = self.config.sampling.max_new_tokens  # what one new sibling reserves of the budget
+        if not state.completed and await _respend.record(self.bus, state, rs, tokens, self.producer):
+            self._wake.set()
+
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
         if state.completed or rs.completed or not round_complete(rs, state.spec):
             return

@@ -29,7 +29,8 @@
     S.run = run;
     S.task = task ?? run.tasks.find((t) => lastRound(run, t) != null) ?? run.tasks[0];
     S.round = round ?? lastRound(run, S.task);
-    const label = (x) => `round ${x.round} · ${x.nodes} nodes, ${x.valid} valid`;
+    const label = (x) =>
+      `round ${x.round} · ${x.nodes} nodes, ${x.valid} valid` + (x.respent ? `, ${x.respent} re-spent` : "");
     options(
       $("sel-run"),
       runs.map((r) => [r.id, r.role === "run" ? r.id : `${r.id} (${r.role})`]),
@@ -69,7 +70,9 @@
     $("round-info").innerHTML =
       `<b>${esc(S.run.id)}</b> · ${esc(S.task)} · round ${S.round} — ${nodes.length} nodes, ` +
       `${nodes.filter((n) => n.status === "ok").length} valid, crash share ${num(info.crash_rate, 3)}, ` +
-      `best test metric ${num(info.best_test_metric, 5)} · showing ${nodes.filter(shown).length}`;
+      `best test metric ${num(info.best_test_metric, 5)}` +
+      (info.respent ? ` · ${info.respent} zero-variance group(s) re-spent` : "") +
+      ` · showing ${nodes.filter(shown).length}`;
   }
   $("legend").innerHTML =
     STATUSES.map((s) => `<span><i style="background:${color(s)}"></i>${esc(s)}</span>`).join("") +
