@@ -29,7 +29,7 @@ test: setup
 	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm and not stack" -q
 
 test-slow: setup vllm-env browser
-	$(BIN)/python -m pytest -m "slow and not gpu and not stack" -q
+	$(BIN)/python -m pytest -m "slow and not gpu and not stack" -q --durations=40
 
 # The compose dev stack for real (root; Debian): podman + runc + debootstrap (apt), the local base,
 # nats and four service images, then tests/stack/ runs deploy/compose.yaml under podman (docs/DEPLOY.md)

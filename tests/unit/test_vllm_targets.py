@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from treegrpo_sampler.backends import UnsupportedModel, vllm_lora_targets
@@ -21,6 +24,16 @@ QWEN35_CONFIG = {
 def test_the_targets_of_the_measured_run_are_all_applied():
     check = vllm_lora_targets(QWEN35_CONFIG, ISSUE_TARGETS)
     assert check.ok and check.applied == ISSUE_TARGETS
+
+
+@pytest.mark.parametrize("preset", ["seed-qwen35-9b-h200.toml", "seed-qwen36-27b-h200.toml"])
+def test_every_lora_target_of_the_seed_presets_is_one_vllm_applies(preset):
+    # read as TOML: the presets are files a user edits, and the learner config's layout is not the point
+    text = (Path(__file__).resolve().parents[2] / "treegrpo" / "examples" / preset).read_text()
+    targets = tomllib.loads(text)["learner"]["lora"]["target_modules"]
+    check = vllm_lora_targets(QWEN35_CONFIG, targets)
+    assert check.ok, (check.ignored, check.rejected)
+    assert sorted(check.applied) == sorted(ISSUE_TARGETS)
 
 
 def test_conv1d_is_accepted_but_ignored_and_vllms_fused_names_are_rejected():
