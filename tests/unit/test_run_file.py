@@ -26,8 +26,8 @@ def test_a_bad_value_in_a_section_or_in_an_override_is_rejected_at_load(tmp_path
     f = write(tmp_path, "[executor]\ntimeout_s = -1\n")
     with pytest.raises(ConfigError, match=r"\[executor\]: field 'timeout_s': Input should be greater than 0"):
         load_run_file(f)
-    with pytest.raises(ConfigError, match=r"\[learner\]: field 'lr'"):
-        load_run_file(write(tmp_path, ""), ["learner.lr=0"])
+    with pytest.raises(ConfigError, match=r"\[learner\]: field 'optimizer.lr'"):
+        load_run_file(write(tmp_path, ""), ["learner.optimizer.lr=0"])
 
 
 def test_a_section_is_typed_and_stays_partial_without_the_runners_environment(tmp_path, monkeypatch):
@@ -69,10 +69,10 @@ def test_loading_a_run_file_imports_no_service_and_no_torch(tmp_path):
     import subprocess
     import sys
 
-    f = write(tmp_path, "[learner]\nlr = 1e-3\n[sampler.sampling]\ntemperature = 0.7\n")
+    f = write(tmp_path, "[learner.optimizer]\nlr = 1e-3\n[sampler.sampling]\ntemperature = 0.7\n")
     code = (
         "import sys\nfrom treegrpo.runner import load_run_file\n"
-        f"rf = load_run_file({str(f)!r})\nassert rf.service('learner').lr == 1e-3\n"
+        f"rf = load_run_file({str(f)!r})\nassert rf.service('learner').optimizer.lr == 1e-3\n"
         "heavy = [m for m in sys.modules if m == 'torch' or m.endswith('.service')]\n"
         "assert not heavy, heavy\n"
     )

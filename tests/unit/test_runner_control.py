@@ -14,7 +14,7 @@ DEMO = example("demo")
 
 
 def test_the_control_differs_from_the_train_arm_only_in_training_and_run_id():
-    train, control = arms(DEMO, ["run.seed=5", "learner.lr=3e-3", 'run.run_id="exp1"'])
+    train, control = arms(DEMO, ["run.seed=5", "learner.optimizer.lr=3e-3", 'run.run_id="exp1"'])
     t, c = train.spec(), control.spec()
     assert (t.run_id, c.run_id) == ("exp1", "exp1-control")
     assert t.train and not c.train
