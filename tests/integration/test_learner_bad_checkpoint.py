@@ -158,7 +158,9 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
     for step in range(2):
         await scored_group(bus, "nf1", "t", 1, step, [1.0, 0.0, 0.5])
     # an absurd learning rate: step 1 leaves huge (finite) weights, step 2's forward overflows
-    proc = spawn(nats_server.url, model, tmp_path, "nf.log", "nf1", **{"optimizer.lr": 1e36, "optimizer.grad_clip": 0})
+    proc = spawn(
+        nats_server.url, model, tmp_path, "nf.log", "nf1", **{"optimizer.lr": 1e36, "optimizer.grad_clip": 0}
+    )
     try:
         code = proc.wait(150)
     finally:

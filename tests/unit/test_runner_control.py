@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.config import ConfigError
+from treegrpo.runner import load_run_file
 from treegrpo.runner._control import arms
 from treegrpo.runner._examples import example
 
@@ -14,7 +15,7 @@ DEMO = example("demo")
 
 
 def test_the_control_differs_from_the_train_arm_only_in_training_and_run_id():
-    train, control = arms(DEMO, ["run.seed=5", "learner.optimizer.lr=3e-3", 'run.run_id="exp1"'])
+    train, control = arms(load_run_file(DEMO, ["run.seed=5", "learner.optimizer.lr=3e-3", 'run.run_id="exp1"']))
     t, c = train.spec(), control.spec()
     assert (t.run_id, c.run_id) == ("exp1", "exp1-control")
     assert t.train and not c.train
@@ -25,10 +26,10 @@ def test_the_control_differs_from_the_train_arm_only_in_training_and_run_id():
 
 
 def test_a_train_arm_without_a_run_id_gets_one_and_its_control_shares_it():
-    train, control = arms(DEMO, [])
+    train, control = arms(load_run_file(DEMO, []))
     assert train.spec().run_id and control.spec().run_id == train.spec().run_id + "-control"
 
 
 def test_control_of_a_no_train_run_is_refused():
     with pytest.raises(ConfigError, match="train=false"):
-        arms(DEMO, ["run.train=false"])
+        arms(load_run_file(DEMO, ["run.train=false"]))

@@ -23,6 +23,7 @@ micro-batches), so gradients accumulated micro-batch by micro-batch equal those 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import torch
 
 from treegrpo_learner._settings import LossSettings

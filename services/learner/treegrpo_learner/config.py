@@ -119,10 +119,14 @@ class PolicyLossSettings(Section):
         "exp(mean_t log r_t), one ratio per sequence, clipped by seq_clip_low/high",
     )
     seq_clip_low: float = Field(
-        default=STEP.seq_clip_low, ge=0, description="Sequence ratio clip below: 1 - seq_clip_low (GSPO: 3e-4)"
+        default=STEP.seq_clip_low,
+        ge=0,
+        description="Sequence ratio clip below: 1 - seq_clip_low (GSPO: 3e-4)",
     )
     seq_clip_high: float = Field(
-        default=STEP.seq_clip_high, ge=0, description="Sequence ratio clip above: 1 + seq_clip_high (GSPO: 4e-4)"
+        default=STEP.seq_clip_high,
+        ge=0,
+        description="Sequence ratio clip above: 1 + seq_clip_high (GSPO: 4e-4)",
     )
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
         default=STEP.loss_agg_mode,
@@ -151,13 +155,19 @@ class RolloutCorrectionSettings(Section):
     )
 
     token_mask_low: float = Field(
-        default=STEP.token_mask_low, ge=0, description="IcePop: tokens with rho_t below this are masked (when on)"
+        default=STEP.token_mask_low,
+        ge=0,
+        description="IcePop: tokens with rho_t below this are masked (when on)",
     )
     token_mask_high: float = Field(
-        default=STEP.token_mask_high, ge=0, description="IcePop: tokens with rho_t above this are masked; 0 = off (e.g. 2.0)"
+        default=STEP.token_mask_high,
+        ge=0,
+        description="IcePop: tokens with rho_t above this are masked; 0 = off (e.g. 2.0)",
     )
     seq_mask_low: float = Field(
-        default=STEP.seq_mask_low, ge=0, description="Sequences whose geometric-mean rho is below this are masked (when on)"
+        default=STEP.seq_mask_low,
+        ge=0,
+        description="Sequences whose geometric-mean rho is below this are masked (when on)",
     )
     seq_mask_high: float = Field(
         default=STEP.seq_mask_high,
@@ -298,7 +308,9 @@ class PublishSettings(Section):
 class CheckpointSettings(Section):
     """The learner's own state on disk (adapter, optimizer, RNG, stream position)."""
 
-    dir: str = Field(default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>")
+    dir: str = Field(
+        default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>"
+    )
     every: int = Field(default=1, ge=1, description="Save a checkpoint every k steps")
     keep: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
 
@@ -351,7 +363,9 @@ class LearnerConfig(ServiceSettings):
         description="Gated DeltaNet kernels (Qwen3.5/3.6): auto = flash-linear-attention on CUDA when it "
         "imports, else transformers' torch reference",
     )
-    device: str = Field(default=STEP.device, description="torch device: cpu, cuda, cuda:1 (one rank; see devices)")
+    device: str = Field(
+        default=STEP.device, description="torch device: cpu, cuda, cuda:1 (one rank; see devices)"
+    )
     devices: list[str] = Field(
         default_factory=list,
         description=(
