@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from treegrpo_learner import _colocate
-from treegrpo_learner.config import LearnerConfig
 
 pytestmark = pytest.mark.timeout(10)
 EXAMPLES = Path(__file__).resolve().parents[2] / "treegrpo" / "examples"
