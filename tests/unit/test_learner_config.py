@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,13 @@ def test_an_old_flat_key_is_refused_naming_its_new_place(old):
     assert key in LearnerConfig.model_fields[section].annotation.model_fields  # the new place exists
     with pytest.raises(ConfigError, match=re.escape(f"learner.{old} is now learner.{new}")):
         from_values(LearnerConfig, {old: 1}, "[learner]")
+
+
+def test_the_trainer_and_its_settings_import_where_pydantic_is_not_installed():
+    # the GPU benchmarks build TrainerSettings on machines without pydantic
+    code = (
+        "import sys\nsys.modules['pydantic'] = sys.modules['pydantic_settings'] = None\n"
+        "from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings\n"
+        "assert TrainerSettings(micro_batch_tokens=64).lr == 1e-5\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=25)

@@ -164,10 +164,10 @@ class RunFile:
         return replace(self, services={**self.services, name: cfg})
 
 
-def deep_merge(base: dict, extra: dict) -> dict:
+def _deep_merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for k, v in extra.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -176,7 +176,7 @@ def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -
     RunSpec, [runner] by RunnerSettings, each installed service's by its config class. A
     ConfigError names the file, the table and the field."""
     where = str(path or "run config")
-    data = deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
+    data = _deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
     try:
         tables = _Tables.model_validate(data)
     except ValidationError as exc:
