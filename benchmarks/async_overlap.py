@@ -1,7 +1,7 @@
 """Async vs sync round period on the real process tree, with controllable durations.
 
 Generation (replay backend delay), execution (a sleeping script) and training (the learner's
-`min_step_seconds`) are set by config; the steady-state round period is read from the log's own
+`step.min_seconds`) are set by config; the steady-state round period is read from the log's own
 timestamps. Sync (max_staleness 0) is the baseline measured in the same run.
 
     python benchmarks/async_overlap.py [--repeats 1]

@@ -1,7 +1,8 @@
 """Which learner settings make the demo policy learn: train arms vs a no-train control, over seeds.
 
     python benchmarks/learning_sweep.py --config treegrpo/examples/learning-cpu.toml --seeds 0 1 2 \\
-        --setting base= --setting lr3e-3=learner.lr=3e-3,learner.mini_batches=4 --home /tmp/sweep
+        --setting base= --setting lr3e-3=learner.optimizer.lr=3e-3,learner.step.mini_batches=4 \\
+        --home /tmp/sweep
 
 Each (setting, seed) is one `treegrpo run CONFIG` (train arm); each seed also gets one control,
 `--no-train` with the same config and seed (the control does not depend on learner settings, so

@@ -1,5 +1,5 @@
 """What a version's push costs with the adapter in float32 (the baseline) vs bfloat16 (issue 14's
-follow-up: `learner.publish_dtype`, auto = the base's dtype).
+follow-up: `learner.publish.dtype`, auto = the base's dtype).
 
 One run, both dtypes interleaved, median of --repeats: the learner's `write_archive` (save_pretrained
 + the cast + tar) and the upload the learner then does (`Bus.put_object` into the adapter bucket

@@ -132,7 +132,9 @@ def host_services(home: Path, model: Path) -> tuple[list[subprocess.Popen], Embe
         serve(home, "sampler", server.url, *replay_settings(model), *grpc),
         serve(home, "executor", server.url, "max_concurrency=2", "timeout_s=60"),
         serve(home, "grader", server.url),
-        serve(home, "learner", server.url, f'model="{model}"', f'sampler_endpoints=["127.0.0.1:{port}"]'),
+        serve(
+            home, "learner", server.url, f'model="{model}"', f'publish.sampler_endpoints=["127.0.0.1:{port}"]'
+        ),
     ]
     health = [sys.executable, "-m", "treegrpo.cli", "health", "--heartbeat", "--ready", "--timeout", "5"]
     env = {**env_for(home), "TREEGRPO_NATS_URL": server.url}

@@ -1,7 +1,7 @@
 """Async mode overlaps rollout and training; sync mode pays their sum.
 
 Durations are made controllable by config: the replay backend's per-group delay (generation), a
-script that sleeps (execution), and the learner's `min_step_seconds` (training). Both modes run the
+script that sleeps (execution), and the learner's `step.min_seconds` (training). Both modes run the
 same real process tree; the round period is measured from the log's own timestamps.
 """
 
@@ -71,7 +71,7 @@ def run_mode(tmp_path, staleness: int):
         "run.tree.group_size=2",
         f"run.max_staleness={staleness}",
         "executor.max_concurrency=4",
-        "learner.min_step_seconds=10",
+        "learner.step.min_seconds=10",
     )
     assert proc.wait(600) == 0, (home / "run.log").read_text()[-4000:]
     return measure(home, run_ids(home)[0], staleness)

@@ -68,7 +68,7 @@ def test_a_run_whose_learner_lost_its_only_checkpoint_finishes_and_says_what_was
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
         f"run.rounds={rounds}",
-        "learner.keep_checkpoints=1",
+        "learner.checkpoint.keep=1",
         "runner.timeout_s=500",
     )
     try:
@@ -107,8 +107,8 @@ def test_an_overflowing_step_stops_the_run_at_once_with_the_step_and_the_cause_o
     sets = (
         f'sampler.model="{model}"',
         f'learner.model="{model}"',
-        "learner.lr=1e39",
-        "learner.kl_coef=0.01",
+        "learner.optimizer.lr=1e39",
+        "learner.policy_loss.kl_coef=0.01",
         "runner.timeout_s=400",
     )
     started = time.monotonic()
@@ -119,7 +119,7 @@ def test_an_overflowing_step_stops_the_run_at_once_with_the_step_and_the_cause_o
     screen = " ".join((done.stdout + done.stderr).split())  # rich wraps long lines off a terminal
     assert done.returncode == 1, screen[-3000:]
     assert "learner failed permanently: step 1 overflowed (RuntimeError: value cannot be converted" in screen
-    assert "check learner.lr" in screen
+    assert "check learner.optimizer.lr" in screen
     assert took < 200, f"took {took:.0f}s"  # the first step's time, not runner.timeout_s (400 s)
     print(f"run stopped {took:.0f}s after its start")
     (run_id,) = run_ids(home)

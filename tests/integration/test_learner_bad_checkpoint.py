@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, run_id: str, **over) -> subprocess.Popen:
     sets = {
         "model": str(model),
-        "checkpoint_dir": str(tmp / "ckpt"),
+        "checkpoint.dir": str(tmp / "ckpt"),
         "nats.url": nats_url,
-        "groups_per_step": 1,
-        "checkpoint_every": 1,
-        "keep_checkpoints": 2,
+        "step.groups_per_step": 1,
+        "checkpoint.every": 1,
+        "checkpoint.keep": 2,
         "torch_threads": 1,
-        "lr": 1e-3,
+        "optimizer.lr": 1e-3,
         "ack_wait_s": 4.0,
         "telemetry.enabled": "false",
         "run_id": run_id,
@@ -139,7 +139,7 @@ async def test_another_runs_checkpoints_in_a_shared_folder_stop_the_learner_inst
         stop(first)
     await start_run(bus, run_spec("other1", ["t"], expansions=2, group_size=3, max_staleness=50))
     await scored_group(bus, "other1", "t", 1, 0, [1.0, 0.0, 0.5])
-    second = spawn(nats_server.url, model, tmp_path, "other1.log", "other1")  # same checkpoint_dir
+    second = spawn(nats_server.url, model, tmp_path, "other1.log", "other1")  # same checkpoint.dir
     try:
         code = second.wait(120)
     finally:
@@ -158,7 +158,9 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
     for step in range(2):
         await scored_group(bus, "nf1", "t", 1, step, [1.0, 0.0, 0.5])
     # an absurd learning rate: step 1 leaves huge (finite) weights, step 2's forward overflows
-    proc = spawn(nats_server.url, model, tmp_path, "nf.log", "nf1", lr=1e36, grad_clip=0)
+    proc = spawn(
+        nats_server.url, model, tmp_path, "nf.log", "nf1", **{"optimizer.lr": 1e36, "optimizer.grad_clip": 0}
+    )
     try:
         code = proc.wait(150)
     finally:

@@ -82,9 +82,8 @@ def config(nats_server, tiny_model, tmp_path, run_id: str):
         nats_server.url,
         tiny_model,
         tmp_path,
-        groups_per_step=1,
-        checkpoint_every=1,
-        keep_checkpoints=1,
+        step={"groups_per_step": 1},
+        checkpoint={"every": 1, "keep": 1},
         run_id=run_id,
     )
 

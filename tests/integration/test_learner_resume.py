@@ -25,13 +25,13 @@ def spawn(nats_url: str, model: Path, tmp: Path, log_name: str, devices: list[st
     sets = {
         "devices": json.dumps(devices),
         "model": str(model),
-        "checkpoint_dir": str(tmp / "ckpt"),
+        "checkpoint.dir": str(tmp / "ckpt"),
         "nats.url": nats_url,
-        "groups_per_step": 1,
-        "min_step_seconds": 1.5,
-        "checkpoint_every": 2,
+        "step.groups_per_step": 1,
+        "step.min_seconds": 1.5,
+        "checkpoint.every": 2,
         "torch_threads": 1,
-        "lr": 1e-3,
+        "optimizer.lr": 1e-3,
         "ack_wait_s": 4.0,
         "telemetry.enabled": "false",
     }

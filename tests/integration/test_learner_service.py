@@ -30,8 +30,8 @@ def tiny_model(tmp_path_factory) -> Path:
 def learner_config(nats_url: str, model: Path, tmp: Path, **kw) -> LearnerConfig:
     return LearnerConfig(
         model=str(model),
-        checkpoint_dir=str(tmp / "ckpt"),
-        lr=1e-3,
+        checkpoint={"dir": str(tmp / "ckpt"), **kw.pop("checkpoint", {})},
+        optimizer={"lr": 1e-3},
         torch_threads=1,
         nats=NatsSettings(url=nats_url),
         telemetry=TelemetrySettings(enabled=False),
@@ -96,9 +96,7 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
         nats_server.url,
         tiny_model,
         tmp_path,
-        sampler_endpoints=[receiver.address],
-        loaded_timeout_s=10,
-        push_attempts=2,
+        publish={"sampler_endpoints": [receiver.address], "loaded_timeout_s": 10, "push_attempts": 2},
     )
     service = LearnerService(cfg)
     tracer, spans = memory_tracer()
@@ -145,7 +143,7 @@ async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
 ):
     spec = run_spec("ra1", ["t"], expansions=4, group_size=3, max_staleness=1)
     await start_run(bus, spec)
-    cfg = learner_config(nats_server.url, tiny_model, tmp_path, groups_per_step=1)
+    cfg = learner_config(nats_server.url, tiny_model, tmp_path, step={"groups_per_step": 1})
     service = LearnerService(cfg)
     task = await start(service)
     rewards = [1.0, 0.0, 0.5]
@@ -173,7 +171,7 @@ async def test_a_learner_without_its_checkpoint_folder_resumes_from_the_publishe
     import torch
 
     await start_run(bus, run_spec("rp1", ["t"], expansions=2, group_size=3, max_staleness=5))
-    cfg = learner_config(nats_server.url, tiny_model, tmp_path, groups_per_step=1, run_id="rp1")
+    cfg = learner_config(nats_server.url, tiny_model, tmp_path, step={"groups_per_step": 1}, run_id="rp1")
     service = LearnerService(cfg)
     task = await start(service)
     try:

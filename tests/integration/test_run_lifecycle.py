@@ -128,9 +128,9 @@ async def test_a_learner_serving_every_run_takes_the_next_run_once_the_first_end
     svc = LearnerService(
         LearnerConfig(
             model=str(model),
-            groups_per_step=1,
+            step={"groups_per_step": 1},
             torch_threads=1,
-            lr=1e-3,
+            optimizer={"lr": 1e-3},
             nats={"url": nats_server.url},
             telemetry={"enabled": False},
         )

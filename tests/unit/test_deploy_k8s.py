@@ -210,7 +210,9 @@ def test_learner_pushes_to_the_sampler_service_port_and_the_sampler_listens_ther
     assert [(p["port"], p["targetPort"]) for p in sampler_svc] == [(50151, "grpc")]
     assert {"name": "grpc", "containerPort": 50151} in container("prod", "sampler")["ports"]
     base = K8S / "base" / "config"
-    assert tomllib.loads((base / "learner.toml").read_text())["sampler_endpoints"] == ["sampler:50151"]
+    assert tomllib.loads((base / "learner.toml").read_text())["publish"]["sampler_endpoints"] == [
+        "sampler:50151"
+    ]
     assert tomllib.loads((base / "sampler.toml").read_text())["grpc"] == {"host": "0.0.0.0", "port": 50151}
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from treegrpo_learner import _colocate
-from treegrpo_learner.config import LearnerConfig
 
 pytestmark = pytest.mark.timeout(10)
 EXAMPLES = Path(__file__).resolve().parents[2] / "treegrpo" / "examples"
@@ -43,6 +42,6 @@ def test_the_seed_presets_release_after_each_step_with_expandable_segments():
 
     for shape in ("qwen35-9b", "qwen36-27b"):
         rf = load_run_file(EXAMPLES / f"seed-{shape}-h200.toml")
-        learner = LearnerConfig.model_validate(rf.services["learner"])
+        learner = rf.service("learner")
         assert learner.colocate.release_after_step and learner.colocate.expandable_segments
         assert learner.colocate.min_free_gib > 0

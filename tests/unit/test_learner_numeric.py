@@ -33,5 +33,5 @@ def test_an_advantage_no_float32_holds_is_a_permanent_fault_naming_the_step_and_
 
 def test_the_reason_says_what_stands_and_what_to_check():
     reason = step_fault(5, "RuntimeError: x").reason
-    assert "step 5 overflowed (RuntimeError: x)" in reason and "learner.lr" in reason
+    assert "step 5 overflowed (RuntimeError: x)" in reason and "learner.optimizer.lr" in reason
     assert "version 4 stands" in reason

@@ -54,5 +54,5 @@ def test_a_learner_resuming_from_a_bfloat16_archive_trains_in_float32(tmp_path):
 
 
 def test_publish_dtype_follows_the_base_unless_set():
-    assert from_values(LearnerConfig, {}).publish_dtype == "auto"
-    assert from_values(LearnerConfig, {"publish_dtype": "bfloat16"}).publish_dtype == "bfloat16"
+    assert from_values(LearnerConfig, {}).publish.dtype == "auto"
+    assert from_values(LearnerConfig, {"publish": {"dtype": "bfloat16"}}).publish.dtype == "bfloat16"

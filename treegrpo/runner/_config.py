@@ -11,11 +11,13 @@ Each service section is typed by that service's own config class (its `treegrpo.
 point, `treegrpo/registry.py`; sections of services not installed here are checked where they
 run), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A section stays partial:
 the keys the file sets; defaults and the service's environment resolve in the service's own
-process, where the runner validates the wired config again before starting it.
+process. The typed sections travel as they are: the runner wires them (`_execute.wire`) and
+dumps each one to the TOML its service reads; no table is merged or validated twice.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +101,11 @@ class RunnerSettings(Section):
     live: bool = Field(default=True, description="Live progress display (off: one line per round)")
 
 
-class RunFile(BaseModel):
-    """A run file's tables. Unknown tables are an error; `load_run_file` types every section."""
+class _Tables(BaseModel):
+    """A run file's tables as read: unknown tables are an error (naming them)."""
 
     model_config = ConfigDict(extra="forbid")
-    run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`spec()`)")
+    run: dict[str, Any] = Field(default_factory=dict, description="RunSpec fields (`RunFile.spec()`)")
     runner: RunnerSettings = Field(default_factory=RunnerSettings, description="How `treegrpo run` runs it")
     services: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="The [sampler], [executor], [grader], [learner] tables, by name"
@@ -118,43 +120,82 @@ class RunFile(BaseModel):
             data["services"] = {n: data.pop(n) for n in SERVICES if n in data}
         return data
 
+
+@dataclass(frozen=True)
+class RunFile:
+    """A run file, typed: the [run] table (a partial RunSpec, resolved by `spec()` with the
+    TREEGRPO_RUN_* environment), the runner's settings, and each installed service's section as
+    its own config class, partial (`model_fields_set` = the keys the file sets). A section of a
+    service not installed here stays as written (`foreign`) and is checked where it runs."""
+
+    run: dict[str, Any] = field(default_factory=dict)
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
+    services: dict[str, ServiceSettings] = field(default_factory=dict)
+    foreign: dict[str, dict[str, Any]] = field(default_factory=dict)
+
     def spec(self) -> RunSpec:
         """The [run] table as a RunSpec (TREEGRPO_RUN_* applied above it)."""
         return load(RunSpec, None, self.run, where="[run]")
 
     def service(self, name: str) -> ServiceSettings:
-        """The [name] section as the service's config class reads it; `model_fields_set` = the keys
-        the file sets. ConfigError naming the section and the field."""
+        """The [name] section, typed by the service's config class (NotInstalled if it is not here)."""
+        if name in self.services:
+            return self.services[name]
         from treegrpo.registry import config_class
 
-        return from_values(config_class(name), self.section(name), f"[{name}]")
+        return from_values(config_class(name), self.foreign.get(name, {}), f"[{name}]")
 
     def section(self, name: str) -> dict[str, Any]:
-        """The [name] section as written (a partial config)."""
-        return dict(self.services.get(name, {}))
+        """The [name] section as the file sets it (a partial config, as TOML would hold it)."""
+        if name in self.services:
+            return self.services[name].model_dump(mode="json", exclude_unset=True)
+        return dict(self.foreign.get(name, {}))
+
+    def with_run(self, **values: Any) -> RunFile:
+        """This run file with [run] settings replaced (typed values: `train=False`)."""
+        return replace(self, run={**self.run, **values})
+
+    def with_runner(self, **values: Any) -> RunFile:
+        return replace(self, runner=self.runner.model_copy(update=values))
+
+    def with_service(self, name: str, **values: Any) -> RunFile:
+        """This run file with the [name] section's `values` set (they count as the file's own)."""
+        cfg = self.service(name).model_copy(update=values)
+        return replace(self, services={**self.services, name: cfg})
 
 
-def deep_merge(base: dict, extra: dict) -> dict:
+def _deep_merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for k, v in extra.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
 def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -> RunFile:
     """The run file plus `--set section.key=value` overrides, every table typed: [run] by the
-    RunSpec, [runner] by RunnerSettings, each service's by its config class. A ConfigError names
-    the file, the table and the field."""
+    RunSpec, [runner] by RunnerSettings, each installed service's by its config class. A
+    ConfigError names the file, the table and the field."""
     where = str(path or "run config")
-    data = deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
+    data = _deep_merge(read_toml(path) if path else {}, parse_overrides(overrides or []))
     try:
-        rf = RunFile.model_validate(data)
+        tables = _Tables.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {describe_errors(exc)}") from exc
+    here = installed_services()
     try:
+        rf = RunFile(
+            run=tables.run,
+            runner=tables.runner,
+            services={n: _typed(n, tables.services.get(n, {})) for n in here},
+            foreign={n: t for n, t in tables.services.items() if n not in here},
+        )
         rf.spec()
-        for name in installed_services():
-            rf.service(name)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
     return rf
+
+
+def _typed(name: str, table: dict[str, Any]) -> ServiceSettings:
+    from treegrpo.registry import config_class  # the config module only, never the service
+
+    return from_values(config_class(name), table, f"[{name}]")

@@ -1,6 +1,6 @@
 """`treegrpo run CONFIG --control`: the train arm, then its paired no-train control, then the verdict.
 
-The control is the same run file and overrides with `run.train=false` and the run id
+The control is the same typed run file with `run.train=false` and the run id
 `<train_id>-control`: the same seed, tasks, prompts and tree shape. The sampler's seeds ignore the
 run id, so both arms sample the same round 1 token for token; after round 1 only training differs.
 
@@ -18,7 +18,7 @@ from rich.console import Console
 
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError
-from treegrpo.runner._config import RunFile, load_run_file
+from treegrpo.runner._config import RunFile
 from treegrpo.runner._execute import RunResult, execute, new_run_id
 from treegrpo.runner._nats import open_nats
 
@@ -40,16 +40,13 @@ class PairedResult:
         return self.control.outcome if self.control is not None else "failed"
 
 
-def arms(config: Path | None, overrides: list[str]) -> tuple[RunFile, RunFile]:
+def arms(rf: RunFile) -> tuple[RunFile, RunFile]:
     """The two run files: train (as configured, run id fixed now) and its control."""
-    rf = load_run_file(config, overrides)
     spec = rf.spec()
     if not spec.train:
         raise ConfigError("--control pairs a training run with a no-train one; this run has run.train=false")
     run_id = spec.run_id or new_run_id()
-    train = load_run_file(config, [*overrides, f'run.run_id="{run_id}"'])
-    control = load_run_file(config, [*overrides, f'run.run_id="{run_id}{CONTROL_SUFFIX}"', "run.train=false"])
-    return train, control
+    return rf.with_run(run_id=run_id), rf.with_run(run_id=run_id + CONTROL_SUFFIX, train=False)
 
 
 async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: Path):
@@ -67,12 +64,10 @@ async def compare_report(rf: RunFile, train_id: str, control_id: str, out_dir: P
         nats.close()
 
 
-async def execute_paired(
-    config: Path | None, overrides: list[str], console: Console, resume_cmd: str = ""
-) -> PairedResult:
+async def execute_paired(rf: RunFile, console: Console, resume_cmd: str = "") -> PairedResult:
     """Both arms and the comparison under one lease on the home's NATS, so the embedded server
     is not stopped and started again between them."""
-    train_rf, control_rf = arms(config, overrides)
+    train_rf, control_rf = arms(rf)
     held = open_nats(train_rf.runner.nats_url, what="treegrpo run --control")
     try:
         return await _paired(train_rf, control_rf, console, resume_cmd)

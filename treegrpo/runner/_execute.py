@@ -6,19 +6,20 @@ import asyncio
 import contextlib
 import logging
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from opentelemetry import trace
+from pydantic import BaseModel
 from rich.console import Console
 
 from treegrpo._topology import SERVICES
 from treegrpo.bus import Bus
-from treegrpo.config import ConfigError, RunSpec, treegrpo_home
+from treegrpo.config import ConfigError, RunSpec, ServiceSettings, treegrpo_home
 from treegrpo.embedded import free_port
 from treegrpo.health import heartbeat_path
-from treegrpo.runner._config import RunFile, deep_merge
+from treegrpo.runner._config import RunFile
 from treegrpo.runner._faults import FaultWatch
 from treegrpo.runner._lifecycle import claim_run, new_run_id, record_end, reopen_run, uninterrupted
 from treegrpo.runner._loop import BUS_DOWN, Loop, watch_forever
@@ -29,6 +30,7 @@ from treegrpo.runner._toml import dump_toml
 from treegrpo.telemetry import file_tracer
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound=BaseModel)
 
 
 @dataclass
@@ -47,65 +49,63 @@ async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
     return found.spec
 
 
-def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, dict]:
-    """Each service's config: the run file's section plus what the runner wires together."""
+def under(section: S, **values: Any) -> S:
+    """`section` with `values` where the file left them unset: the file's own settings win."""
+    return section.model_copy(update={k: v for k, v in values.items() if k not in section.model_fields_set})
+
+
+def wire(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, ServiceSettings]:
+    """Each service's typed config: the run file's section with what the runner wires together
+    under it. The file's sections were validated at load and the wiring is the runner's own
+    typed values, so nothing is validated twice; each service validates its file again on start."""
     home = treegrpo_home()
-    model = rf.service("sampler").model or spec.model or str(home / "models" / "small")
-    # one replica count for the whole deployment: the stream the runner makes is what services expect
-    common = {"nats": {"url": url, "stream_replicas": rf.runner.stream_replicas}}
-    run = {"run_id": spec.run_id}  # each service consumes this run's events alone (docs/DEPLOY.md)
-    wiring = {
-        # the runner says run.completed once training caught up too, not when rollout ends;
-        # unpacked adapters per run: two runs' samplers on one home must not share v1/
-        "sampler": {
-            "model": model,
-            "grpc": {"port": grpc_port, "host": "127.0.0.1"},
-            "publish_run_completed": False,
-            "workdir": str(run_dir / "sampler"),
-            **run,
-        },
-        "executor": {**run},
-        "grader": {**run},
-        "learner": {
-            "model": rf.service("learner").model or model,
-            "sampler_endpoints": [f"127.0.0.1:{grpc_port}"],
-            **run,
-        },
-    }
-    # one span file per service: several processes appending to one file could interleave lines;
-    # heartbeats per run, so two runs on one home never read each other's
-    traces = {
-        n: {
-            "telemetry": {"jsonl_path": str(run_dir / "traces" / f"{n}.jsonl")},
-            "health": {"file": str(heartbeat_path(n, root=run_dir))},
-        }
-        for n in SERVICES
+    sampler, learner = rf.service("sampler"), rf.service("learner")
+    model = sampler.model or spec.model or str(home / "models" / "small")
+    # the runner says run.completed once training caught up too, not when rollout ends;
+    # unpacked adapters per run: two runs' samplers on one home must not share v1/
+    own = {
+        "sampler": lambda c: under(
+            c.model_copy(update={"grpc": under(c.grpc, port=grpc_port, host="127.0.0.1")}),
+            model=model,
+            publish_run_completed=False,
+            workdir=str(run_dir / "sampler"),
+        ),
+        "executor": lambda c: c,
+        "grader": lambda c: c,
+        "learner": lambda c: c.model_copy(
+            update={
+                "model": learner.model or model,
+                "publish": under(c.publish, sampler_endpoints=[f"127.0.0.1:{grpc_port}"]),
+            }
+        ),
     }
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
     return {
-        n: deep_merge(deep_merge(deep_merge(common, traces[n]), wiring[n]), rf.section(n)) for n in SERVICES
+        n: own[n](_common(rf.service(n), n, rf.runner.stream_replicas, url, spec, run_dir)) for n in SERVICES
     }
 
 
-def validate_sections(sections: dict[str, dict]) -> None:
-    """Fail before anything starts if a service section is wrong (names the field)."""
-    from treegrpo.config import load
-    from treegrpo.registry import config_class
+def _common(cfg: S, name: str, replicas: int, url: str, spec: RunSpec, run_dir: Path) -> S:
+    # one replica count for the whole deployment: the stream the runner makes is what services
+    # expect; each service consumes this run's events alone (docs/DEPLOY.md); one span file per
+    # service (several processes appending to one file could interleave lines); heartbeats per
+    # run, so two runs on one home never read each other's
+    wired = {
+        "nats": under(cfg.nats, url=url, stream_replicas=replicas),
+        "telemetry": under(cfg.telemetry, jsonl_path=str(run_dir / "traces" / f"{name}.jsonl")),
+        "health": under(cfg.health, file=str(heartbeat_path(name, root=run_dir))),
+    }
+    return under(cfg.model_copy(update=wired), run_id=spec.run_id)
 
-    for name, data in sections.items():
-        try:
-            load(config_class(name), None, data)
-        except ConfigError as exc:
-            raise ConfigError(f"[{name}] {exc}") from exc
 
-
-def write_configs(sections: dict[str, dict], run_dir: Path) -> dict[str, Path]:
+def write_configs(configs: dict[str, ServiceSettings], run_dir: Path) -> dict[str, Path]:
+    """Each typed config dumped to the TOML file its service reads (what it sets, nothing more:
+    defaults and the service's environment resolve in its own process)."""
     paths = {}
-    for name, data in sections.items():
+    for name, cfg in configs.items():
         p = run_dir / "config" / f"{name}.toml"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(dump_toml(data))
-        tomllib.loads(p.read_text())  # what we wrote must read back
+        p.write_text(dump_toml(cfg.model_dump(mode="json", exclude_unset=True)))
         paths[name] = p
     return paths
 
@@ -147,12 +147,11 @@ async def _execute(
     run_dir = home / "runs" / spec.run_id
     nats.label(f"treegrpo run {spec.run_id}", spec.run_id)
     prepare_tasks(spec)
-    sections = service_sections(rf, spec, nats.url, free_port(), run_dir)
+    configs = wire(rf, spec, nats.url, free_port(), run_dir)
     if not spec.train:
-        sections.pop("learner")
-    validate_sections(sections)
+        configs.pop("learner")
     # the runner's own facts (run.started / resumed / ended / completed) are published inside spans
-    # of its own trace file (its folder made by service_sections), so the traceparent they carry
+    # of its own trace file (its folder made by wire), so the traceparent they carry
     # names a span a trace viewer can show
     tracer = file_tracer("runner", run_dir / "traces" / "runner.jsonl")
     out_dir = Path(rf.runner.out_dir) if rf.runner.out_dir else run_dir
@@ -164,7 +163,7 @@ async def _execute(
             await claim_run(bus, spec)
             attempt = 1
     run_dir.mkdir(parents=True, exist_ok=True)
-    paths = write_configs(sections, run_dir)
+    paths = write_configs(configs, run_dir)
     sup = Supervisor(run_dir, rf.runner.max_restarts, rf.runner.restart_services, rf.runner.stuck_after_s)
     env = {
         "TREEGRPO_HOME": str(home),

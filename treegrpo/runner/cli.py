@@ -6,6 +6,7 @@ import asyncio
 import shlex
 import signal
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,17 +14,18 @@ import typer
 from rich.console import Console
 
 from treegrpo.config import ConfigError
-from treegrpo.runner._config import load_run_file
+from treegrpo.runner._config import RunFile, load_run_file
 from treegrpo.runner._examples import DEMO, example, resolve_run_file
 
 console = Console(highlight=False)
 T = TypeVar("T")
 
 
-def resume_command(config: Path | None, overrides: list[str]) -> str:
+def resume_command(config: Path | None, overrides: list[str], attach: bool = False) -> str:
     """How to resume a run started this way: the same run file and settings (the [run] table
     comes from the log), with `{run_id}` to fill in."""
     argv = ["treegrpo", "run", *([str(config)] if config else []), "--resume", "{run_id}"]
+    argv += ["--attach"] if attach else []
     for o in overrides:
         if not o.startswith("run."):
             argv += ["--set", o]
@@ -41,25 +43,47 @@ async def _stoppable(work: Coroutine[Any, Any, T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def _execute(config: Path | None, overrides: list[str], resume: str, control: bool = False) -> int:
+@dataclass(frozen=True)
+class Flags:
+    """What `treegrpo run`'s own options set, applied to the typed run file after `--set`."""
+
+    train: bool | None = None
+    attach: bool = False
+    max_staleness: int | None = None
+    models: str = ""  # the demo's warm-started policy: the sampler's and the learner's model
+
+    def apply(self, rf: RunFile) -> RunFile:
+        run = {"train": self.train, "max_staleness": self.max_staleness}
+        rf = rf.with_run(**{k: v for k, v in run.items() if v is not None})
+        if self.attach:
+            rf = rf.with_runner(attach=True)
+        if self.models:
+            rf = rf.with_service("sampler", model=self.models).with_service("learner", model=self.models)
+        return rf
+
+
+def _execute(
+    config: Path | None, overrides: list[str], resume: str, flags: Flags, control: bool = False
+) -> int:
     from treegrpo.bus import BusUnavailable, BusWriteError
     from treegrpo.embedded import EmbeddedNatsError
     from treegrpo.runner._control import execute_paired
     from treegrpo.runner._execute import execute
 
-    how = resume_command(config, overrides)
+    how = resume_command(config, overrides, flags.attach)
     config = resolve_run_file(config)
     if control and resume:
         console.print("[red]--control starts a new pair of runs; it cannot --resume[/]")
         return 2
     try:
-        rf = load_run_file(config, overrides)
+        rf = flags.apply(load_run_file(config, overrides))
+        rf.spec()  # the flags' [run] values checked too
     except ConfigError as exc:
         console.print(f"[red]config error:[/] {exc}")
         return 2
     try:
         if control:
-            result = asyncio.run(_stoppable(execute_paired(config, overrides, console, how)))
+            result = asyncio.run(_stoppable(execute_paired(rf, console, how)))
         else:
             result = asyncio.run(_stoppable(execute(rf, resume=resume, console=console, resume_cmd=how)))
     except (KeyboardInterrupt, asyncio.CancelledError):  # stopped before the run began
@@ -102,14 +126,8 @@ def run(
     ),
 ) -> None:
     """Start NATS and the four services, run every round, then export and report."""
-    overrides = list(set_)
-    if no_train:
-        overrides.append("run.train=false")
-    if attach:
-        overrides.append("runner.attach=true")
-    if max_staleness is not None:
-        overrides.append(f"run.max_staleness={max_staleness}")
-    raise typer.Exit(_execute(config, overrides, resume, control))
+    flags = Flags(train=False if no_train else None, attach=attach, max_staleness=max_staleness)
+    raise typer.Exit(_execute(config, list(set_), resume, flags, control))
 
 
 def demo(
@@ -135,7 +153,7 @@ def demo(
 ) -> None:
     """The embedded default: small local model, SFT warm start on the seed corpus, tree-GRPO rounds,
     then the same rounds without training, and the verdict: did training (not search) help?"""
-    overrides = list(set_)
+    models = ""
     if not skip_sft:
         from treegrpo.config import treegrpo_home
         from treegrpo.registry import NotInstalled, hook
@@ -152,5 +170,5 @@ def demo(
         )
         budget = {"max_seconds": sft_seconds} if sft_seconds else {}
         model_dir = prepare_demo_policy(treegrpo_home() / "demo", overrides=budget)
-        overrides += [f'sampler.model="{model_dir}"', f'learner.model="{model_dir}"']
-    raise typer.Exit(_execute(config or example(DEMO), overrides, "", control))
+        models = str(model_dir)
+    raise typer.Exit(_execute(config or example(DEMO), list(set_), "", Flags(models=models), control))

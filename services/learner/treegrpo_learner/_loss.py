@@ -23,26 +23,14 @@ micro-batches), so gradients accumulated micro-batch by micro-batch equal those 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
+from treegrpo_learner._settings import LossSettings
+
+__all__ = ["AGG_MODES", "LossSettings", "policy_loss", "quantiles", "token_weights"]
+
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-
-
-@dataclass(frozen=True)
-class LossSettings:
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    tis_cap: float = 2.0  # 0 disables the importance weights
-    kl_coef: float = 0.0
-    ratio_level: str = "token"  # or "sequence" (GSPO)
-    seq_clip_low: float = 3e-4
-    seq_clip_high: float = 4e-4
-    token_mask_low: float = 0.0  # IcePop: tokens with rho outside [low, high] train nothing; 0 = off
-    token_mask_high: float = 0.0
-    seq_mask_low: float = 0.0  # a sequence whose geometric-mean rho is outside trains nothing; 0 = off
-    seq_mask_high: float = 0.0
 
 
 def token_weights(response_lens: Sequence[int], mode: str, norm_tokens: int = 0) -> list[float]:

@@ -37,7 +37,7 @@ def numeric_fault(exc: BaseException) -> str:
 def step_fault(step: int, cause: str) -> NonFiniteStep:
     return NonFiniteStep(
         f"step {step} overflowed ({cause}); the same batch from the same weights fails the same way, "
-        f"so the learner stops: check learner.lr and the rewards; nothing of step {step} was saved "
+        f"so the learner stops: check learner.optimizer.lr and the rewards; nothing of step {step} was saved "
         f"or published (version {step - 1} stands)"
     )
 

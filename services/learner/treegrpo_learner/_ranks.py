@@ -54,7 +54,7 @@ class RankSpec:
             lora=cfg.lora.model_dump(),
             seed=cfg.seed,
             torch_threads=cfg.torch_threads,
-            gradient_checkpointing=cfg.gradient_checkpointing,
+            gradient_checkpointing=cfg.packing.gradient_checkpointing,
             timeout_s=cfg.dist_timeout_s,
         )
 

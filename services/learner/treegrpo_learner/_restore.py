@@ -150,7 +150,7 @@ class Restorer:
             # weights, and pruning would delete that run's checkpoints
             raise ckpt.CheckpointError(
                 f"{self.checkpoints} holds run {state.run_id!r}'s checkpoints, not {self.run_id!r}'s: "
-                "leave learner.checkpoint_dir empty (one folder per run) or give each run its own"
+                "leave learner.checkpoint.dir empty (one folder per run) or give each run its own"
             )
         await asyncio.to_thread(self.trainer.load_adapter, adapter)
         self.trainer.load_state(trainer_state)

@@ -43,20 +43,20 @@ class RunLearner:
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.restore_notes: list[str] = []  # what a restore skipped or lost (the service reports them)
         self.model = self.trainer = None
-        self.ckpt_dir = Path(cfg.checkpoint_dir or treegrpo_home() / "learner" / run_id).expanduser()
+        self.ckpt_dir = Path(cfg.checkpoint.dir or treegrpo_home() / "learner" / run_id).expanduser()
         self.publisher = Publisher(
             bus,
             producer,
-            cfg.sampler_endpoints,
-            cfg.expect_loaded,
-            cfg.push_timeout_s,
-            cfg.loaded_timeout_s,
-            cfg.push_attempts,
+            cfg.publish.sampler_endpoints,
+            cfg.publish.expect_loaded,
+            cfg.publish.push_timeout_s,
+            cfg.publish.loaded_timeout_s,
+            cfg.publish.push_attempts,
         )
         self.model_path = (
             str(Path(cfg.model).expanduser()) if cfg.model else str(treegrpo_home() / "models" / "small")
         )
-        self.need = cfg.groups_per_step or len(spec.tasks) * spec.tree.expansions
+        self.need = cfg.step.groups_per_step or len(spec.tasks) * spec.tree.expansions
         self.sync = spec.max_staleness == 0
 
     # ---- opening and restoring -----------------------------------------------------------------
@@ -114,7 +114,7 @@ class RunLearner:
         torch.manual_seed(self.cfg.seed)
         device = self.cfg.devices[0] if self.cfg.devices else self.cfg.device
         base = load_base(self.model_path, self.cfg.dtype, device)
-        if self.cfg.gradient_checkpointing:
+        if self.cfg.packing.gradient_checkpointing:
             base.train()  # transformers checkpoints layers only in training mode
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = wrap_lora(base, self.cfg.lora)
@@ -230,7 +230,7 @@ class RunLearner:
                 self.cfg.device, co.min_free_gib, co.wait_timeout_s
             )
             out = await self.train(samples)
-            pad = max(0.0, self.cfg.min_step_seconds - (time.perf_counter() - t0))
+            pad = max(0.0, self.cfg.step.min_seconds - (time.perf_counter() - t0))
             if pad:
                 await asyncio.sleep(pad)
                 out.phases["update_actor"] += pad
@@ -246,7 +246,7 @@ class RunLearner:
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
             self.state.record = MessageToDict(record, preserving_proto_field_name=True)
-            if self.state.step % self.cfg.checkpoint_every == 0:
+            if self.state.step % self.cfg.checkpoint.every == 0:
                 with self.tracer.start_as_current_span("save_checkpoint"):
                     ts = time.perf_counter()
                     await asyncio.to_thread(self.save_checkpoint, adapter)
@@ -291,7 +291,7 @@ class RunLearner:
         self.state.trained = sorted(self.trained)
 
     def save_checkpoint(self, adapter) -> None:
-        ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(), self.cfg.keep_checkpoints)
+        ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(), self.cfg.checkpoint.keep)
 
     def _record(self, batch, phases, metrics, with_signal, staleness, dropped) -> pb.LearnerStepped:
         rec = pb.LearnerStepped(
@@ -317,7 +317,7 @@ class RunLearner:
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:
             adapter = await asyncio.to_thread(self.trainer.export)
-        dtype = self.cfg.dtype if self.cfg.publish_dtype == "auto" else self.cfg.publish_dtype
+        dtype = self.cfg.dtype if self.cfg.publish.dtype == "auto" else self.cfg.publish.dtype
         await asyncio.to_thread(write_archive, adapter, extra, dest, dtype)
         published = await self.publisher.upload(self.run_id, self.state.step, dest, self.model_path)
         for old in sorted((self.ckpt_dir / "outbox").glob("v*.tar")):

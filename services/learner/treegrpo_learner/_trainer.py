@@ -25,55 +25,9 @@ from treegrpo_learner import _distributed as dd
 from treegrpo_learner._loss import LossSettings, policy_loss, quantiles, token_weights
 from treegrpo_learner._model import PackedPolicy, adapter_disabled
 from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
+from treegrpo_learner._settings import TrainerSettings
 
-_SECTIONS = ("policy_loss", "rollout_correction")
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainerSettings:
-    """What one step needs to know (a plain dataclass: the GPU benchmark runs without pydantic)."""
-
-    lr: float = 1e-5
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    tis_cap: float = 2.0
-    kl_coef: float = 0.0
-    ratio_level: str = "token"
-    seq_clip_low: float = 3e-4
-    seq_clip_high: float = 4e-4
-    loss_agg_mode: str = "token-mean"
-    norm_tokens: int = 0
-    token_mask_low: float = 0.5
-    token_mask_high: float = 0.0
-    seq_mask_low: float = 0.5
-    seq_mask_high: float = 0.0
-    ppo_epochs: int = 1
-    mini_batches: int = 1
-    recompute_proximal: str = "auto"
-    micro_batch_tokens: int = 16384
-    logprob_chunk_tokens: int = 2048
-    max_response_tokens: int = 0
-    share_prompts: bool = True
-    gdn_backend: str = "auto"
-    device: str = "cpu"
-    dtype: str = "float32"
-
-    @classmethod
-    def from_config(cls, cfg) -> TrainerSettings:
-        """From a LearnerConfig (any object with these attribute names, at its top level or in one
-        of its sections `policy_loss`, `rollout_correction`)."""
-        scopes = [cfg, *(getattr(cfg, k) for k in _SECTIONS if hasattr(cfg, k))]
-        out = {}
-        for n in cls.__dataclass_fields__:
-            for scope in scopes:
-                if hasattr(scope, n):
-                    out[n] = getattr(scope, n)
-                    break
-        return cls(**out)
 
 
 @dataclass(frozen=True)
@@ -122,9 +76,7 @@ class PolicyTrainer:
         self.opt = torch.optim.AdamW(
             self.params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay, fused=fused
         )
-        self.loss = LossSettings(
-            **{k: getattr(cfg, k) for k in LossSettings.__dataclass_fields__}  # same names
-        )
+        self.loss = LossSettings.of(cfg)
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
         self.budget = cfg.micro_batch_tokens
         if self.autocast:

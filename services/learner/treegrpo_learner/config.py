@@ -1,13 +1,72 @@
-"""LearnerConfig: which model and adapter, how to optimise, when to step, where versions go."""
+"""LearnerConfig: which model and adapter, how to optimise, when to step, where versions go.
+
+Nested by concern: what a step trains with (`optimizer`, `policy_loss`, `rollout_correction`,
+`overlong`, `step`, `packing`: `treegrpo_learner._config_train`), where versions go (`publish`),
+the learner's own state (`checkpoint`), the GPU it shares (`colocate`). The flat keys of before
+(`lr`, `micro_batch_tokens`, ...) are refused with their new place (`MOVED`).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from treegrpo.config import Section, ServiceSettings
+from treegrpo_learner._config_train import (
+    OptimizerSettings,
+    OverlongSettings,
+    PackingSettings,
+    PolicyLossSettings,
+    RolloutCorrectionSettings,
+    StepSettings,
+)
+from treegrpo_learner._settings import DEFAULTS as STEP
+
+__all__ = [
+    "MOVED",
+    "CheckpointSettings",
+    "ColocateSettings",
+    "LearnerConfig",
+    "LoraSettings",
+    "OptimizerSettings",
+    "OverlongSettings",
+    "PackingSettings",
+    "PolicyLossSettings",
+    "PublishSettings",
+    "RolloutCorrectionSettings",
+    "StepSettings",
+    "WandbSettings",
+]
+
+# the flat keys of the learner's config before its sections (issue 30): refused, naming the new key
+MOVED = {
+    **{k: f"optimizer.{k}" for k in ("lr", "weight_decay", "betas", "grad_clip")},
+    **{k: f"policy_loss.{k}" for k in ("clip_low", "clip_high", "kl_coef")},
+    "tis_cap": "rollout_correction.tis_cap",
+    **{k: f"step.{k}" for k in ("ppo_epochs", "mini_batches", "recompute_proximal", "groups_per_step")},
+    "min_step_seconds": "step.min_seconds",
+    **{
+        k: f"packing.{k}"
+        for k in (
+            "micro_batch_tokens",
+            "logprob_chunk_tokens",
+            "gradient_checkpointing",
+            "max_response_tokens",
+            "share_prompts",
+        )
+    },
+    "publish_dtype": "publish.dtype",
+    **{
+        k: f"publish.{k}"
+        for k in ("sampler_endpoints", "expect_loaded", "push_timeout_s", "loaded_timeout_s", "push_attempts")
+    },
+    "checkpoint_dir": "checkpoint.dir",
+    "checkpoint_every": "checkpoint.every",
+    "keep_checkpoints": "checkpoint.keep",
+}
 
 
 class LoraSettings(Section):
@@ -72,205 +131,15 @@ class ColocateSettings(Section):
     )
 
 
-class PolicyLossSettings(Section):
-    """How the PPO ratio is formed and the per-token losses are aggregated (docs/LEARNER.md, "Loss knobs")."""
+class PublishSettings(Section):
+    """Each version's adapter pushed to the samplers, and the confirmations awaited."""
 
-    ratio_level: Literal["token", "sequence"] = Field(
-        default="token",
-        description="token: r_t = pi/pi_prox per token (PPO); sequence: GSPO's length-normalised "
-        "exp(mean_t log r_t), one ratio per sequence, clipped by seq_clip_low/high",
-    )
-    seq_clip_low: float = Field(
-        default=3e-4, ge=0, description="Sequence ratio clip below: 1 - seq_clip_low (GSPO: 3e-4)"
-    )
-    seq_clip_high: float = Field(
-        default=4e-4, ge=0, description="Sequence ratio clip above: 1 + seq_clip_high (GSPO: 4e-4)"
-    )
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
-        default="token-mean",
-        description="verl's names: token-mean (every token of the step alike), seq-mean-token-mean "
-        "(each sequence's mean, then the mean over sequences), seq-mean-token-sum-norm (Dr. GRPO: "
-        "each sequence's sum over the constant norm_tokens, mean over sequences)",
-    )
-    norm_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="The constant of seq-mean-token-sum-norm (the generation budget, e.g. the "
-        "sampler's max_new_tokens); 0 = the step's longest response",
-    )
-
-
-class RolloutCorrectionSettings(Section):
-    """Masked corrections of the train/inference mismatch rho_t = pi_prox/pi_behaviour, beside TIS.
-
-    A masked token (or every token of a gated sequence) contributes no policy gradient; its
-    tokens still count in the aggregation's denominator. Both off by default (high = 0)."""
-
-    token_mask_low: float = Field(
-        default=0.5, ge=0, description="IcePop: tokens with rho_t below this are masked (when on)"
-    )
-    token_mask_high: float = Field(
-        default=0.0, ge=0, description="IcePop: tokens with rho_t above this are masked; 0 = off (e.g. 2.0)"
-    )
-    seq_mask_low: float = Field(
-        default=0.5, ge=0, description="Sequences whose geometric-mean rho is below this are masked (when on)"
-    )
-    seq_mask_high: float = Field(
-        default=0.0,
-        ge=0,
-        description="Sequences whose geometric-mean rho exp(mean_t log rho_t) is above this are masked; "
-        "0 = off (e.g. 2.0)",
-    )
-
-
-class OverlongSettings(Section):
-    """Responses cut at the sampler's max_new_tokens (node.sampled finish_reason "length")."""
-
-    mode: Literal["keep", "mask", "penalty"] = Field(
-        default="keep",
-        description="keep: train them like any other; mask: leave cut responses out of the loss "
-        "(DAPO's overlong filtering; they still count in their group's advantages); penalty: add "
-        "DAPO's soft overlong punishment to every member's reward before the advantages",
-    )
-    max_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="L_max of the penalty: the sampler's max_new_tokens (required with mode=penalty)",
-    )
-    buffer_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="L_cache: the penalty ramps from 0 at L_max - L_cache tokens to -factor at L_max",
-    )
-    factor: float = Field(
-        default=1.0, ge=0, description="Penalty at (and beyond) L_max tokens, in reward units"
-    )
-
-    @model_validator(mode="after")
-    def _penalty_needs_a_length(self) -> OverlongSettings:
-        if self.mode == "penalty" and not (0 < self.buffer_tokens <= self.max_tokens):
-            raise ValueError("overlong.mode=penalty needs 0 < buffer_tokens <= max_tokens")
-        return self
-
-    def penalty(self, length: int) -> float:
-        """DAPO's R_length: 0 up to L_max - L_cache, then linear down to -factor at L_max."""
-        start = self.max_tokens - self.buffer_tokens
-        if length <= start:
-            return 0.0
-        return -self.factor * min(1.0, (length - start) / self.buffer_tokens)
-
-
-class LearnerConfig(ServiceSettings):
-    """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__"
-    )
-
-    model: str = Field(
-        default="",
-        description=(
-            "Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small "
-            "(built by `treegrpo model init`)"
-        ),
-    )
-    lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape")
-    lr: float = Field(default=1e-5, gt=0, description="AdamW learning rate")
-    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")
-    betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW betas")
-    grad_clip: float = Field(default=1.0, ge=0, description="Max global grad norm; 0 disables clipping")
-    estimator: Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"] = Field(
-        default="grpo_valid_only", description="Advantage estimator (DESIGN.md defines grpo_valid_only)"
-    )
-    clip_low: float = Field(default=0.2, ge=0, description="PPO ratio clip below: 1 - clip_low")
-    clip_high: float = Field(
-        default=0.28, ge=0, description="PPO ratio clip above: 1 + clip_high (clip-higher)"
-    )
-    tis_cap: float = Field(
-        default=2.0,
-        ge=0,
-        description="Truncated importance weight cap on pi_proximal/pi_behaviour; 0 disables",
-    )
-    kl_coef: float = Field(
-        default=0.0,
-        ge=0,
-        description="KL penalty to the base model (adapter disabled, k3 estimator); 0 skips the ref pass",
-    )
-    policy_loss: PolicyLossSettings = Field(
-        default_factory=PolicyLossSettings, description="Ratio level (token/GSPO) and loss aggregation"
-    )
-    rollout_correction: RolloutCorrectionSettings = Field(
-        default_factory=RolloutCorrectionSettings,
-        description="IcePop token masking and the sequence gate on the train/inference ratio",
-    )
-    overlong: OverlongSettings = Field(
-        default_factory=OverlongSettings, description="What a response cut at max_new_tokens trains"
-    )
-    ppo_epochs: int = Field(default=1, ge=1, description="Passes over each batch")
-    mini_batches: int = Field(
-        default=1, ge=1, description="Optimizer steps per pass (the batch split by groups)"
-    )
-    recompute_proximal: Literal["auto", "always"] = Field(
-        default="auto",
-        description=(
-            "auto: with one optimizer step per batch the proximal logprobs equal the training forward's "
-            "(detached), so the old_log_prob pass is skipped"
-        ),
-    )
-    groups_per_step: int = Field(
-        default=0, ge=0, description="Groups per step; 0 = tasks x expansions (sync: one step per round)"
-    )
-    micro_batch_tokens: int = Field(default=16384, ge=1, description="Token budget of one packed micro-batch")
-    logprob_chunk_tokens: int = Field(
-        default=2048, ge=1, description="Rows of the LM head computed at once (never the full logits)"
-    )
-    gradient_checkpointing: bool = Field(
-        default=False, description="Recompute activations in backward (for budgets that do not fit)"
-    )
-    max_response_tokens: int = Field(
-        default=0, ge=0, description="Truncate responses to this many tokens for training; 0 keeps all"
-    )
-    share_prompts: bool = Field(
-        default=True,
-        description="Siblings with the same prompt compute it once per micro-batch (exact; docs/LEARNER.md)",
-    )
-    gdn_backend: Literal["auto", "fla", "torch"] = Field(
-        default="auto",
-        description="Gated DeltaNet kernels (Qwen3.5/3.6): auto = flash-linear-attention on CUDA when it "
-        "imports, else transformers' torch reference",
-    )
-    device: str = Field(default="cpu", description="torch device: cpu, cuda, cuda:1 (one rank; see devices)")
-    devices: list[str] = Field(
-        default_factory=list,
-        description=(
-            'One device per data-parallel rank, e.g. ["cuda:0", "cuda:1"]: '
-            "the base and adapter are sharded (FSDP2) and each step's sequences split by tokens; "
-            "empty or one entry = one rank, unsharded (the default)"
-        ),
-    )
-    dist_timeout_s: float = Field(
-        default=600.0,
-        gt=0,
-        description="Deadline of one collective among the ranks (a hung rank fails the step after this long)",
-    )
-    dtype: Literal["float32", "bfloat16"] = Field(
-        default="float32", description="Base weights dtype (bfloat16 on GPUs); the adapter trains in float32"
-    )
-    publish_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
         default="auto",
         description="dtype of the adapter each version publishes (auto = the base's `dtype`): bfloat16 "
         "halves the push to the samplers, which serve a bf16 base in bf16 anyway; local checkpoints "
         "stay float32",
     )
-    torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
-    seed: int = Field(default=0, description="Seed of adapter init and any sampling in training")
-    checkpoint_dir: str = Field(
-        default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>"
-    )
-    checkpoint_every: int = Field(
-        default=1, ge=1, description="Save adapter+optimizer+RNG+stream position every k steps"
-    )
-    keep_checkpoints: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
     sampler_endpoints: list[str] = Field(
         default_factory=list, description="host:port of each sampler's WeightSync server; empty = no push"
     )
@@ -291,10 +160,92 @@ class LearnerConfig(ServiceSettings):
     push_attempts: int = Field(
         default=5, ge=1, description="Pushes of one version before giving up (the sampler can still pull it)"
     )
-    min_step_seconds: float = Field(
-        default=0.0,
-        ge=0,
-        description="Pad each step to at least this long (a deliberately slow learner, for overlap tests)",
+
+
+class CheckpointSettings(Section):
+    """The learner's own state on disk (adapter, optimizer, RNG, stream position)."""
+
+    dir: str = Field(
+        default="", description="Where checkpoints live; empty = $TREEGRPO_HOME/learner/<run_id>"
+    )
+    every: int = Field(default=1, ge=1, description="Save a checkpoint every k steps")
+    keep: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
+
+
+def refuse_moved(data: Any, where: str = "learner") -> None:
+    """A flat key of the config before its sections (or its TREEGRPO_LEARNER_ variable) is an
+    error naming where it lives now: silently ignoring `lr = 3e-3` would train at the default."""
+    old = [k for k in MOVED if isinstance(data, dict) and k in data]
+    old += [k for k in MOVED if f"TREEGRPO_LEARNER_{k.upper()}" in os.environ and k not in old]
+    if old:
+        moves = ", ".join(f"{where}.{k} is now {where}.{MOVED[k]}" for k in old)
+        raise ValueError(f"moved settings: {moves}")
+
+
+class LearnerConfig(ServiceSettings):
+    """The learner service: GRPO/PPO on a LoRA adapter, one published version per step."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TREEGRPO_LEARNER_", extra="forbid", env_nested_delimiter="__"
+    )
+
+    model: str = Field(
+        default="",
+        description=(
+            "Base model folder (transformers format); empty = $TREEGRPO_HOME/models/small "
+            "(built by `treegrpo model init`)"
+        ),
+    )
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="Adapter shape")
+    estimator: Literal["grpo", "grpo_valid_only", "rloo", "dr_grpo"] = Field(
+        default="grpo_valid_only", description="Advantage estimator (DESIGN.md defines grpo_valid_only)"
+    )
+    optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings, description="AdamW")
+    policy_loss: PolicyLossSettings = Field(
+        default_factory=PolicyLossSettings, description="Ratio level (token/GSPO) and loss aggregation"
+    )
+    rollout_correction: RolloutCorrectionSettings = Field(
+        default_factory=RolloutCorrectionSettings,
+        description="TIS, IcePop token masking and the sequence gate on the train/inference ratio",
+    )
+    overlong: OverlongSettings = Field(
+        default_factory=OverlongSettings, description="What a response cut at max_new_tokens trains"
+    )
+    step: StepSettings = Field(default_factory=StepSettings, description="When to step, how many updates")
+    packing: PackingSettings = Field(
+        default_factory=PackingSettings, description="Micro-batches: token budget, shared prompts, memory"
+    )
+    gdn_backend: Literal["auto", "fla", "torch"] = Field(
+        default=STEP.gdn_backend,
+        description="Gated DeltaNet kernels (Qwen3.5/3.6): auto = flash-linear-attention on CUDA when it "
+        "imports, else transformers' torch reference",
+    )
+    device: str = Field(
+        default=STEP.device, description="torch device: cpu, cuda, cuda:1 (one rank; see devices)"
+    )
+    devices: list[str] = Field(
+        default_factory=list,
+        description=(
+            'One device per data-parallel rank, e.g. ["cuda:0", "cuda:1"]: '
+            "the base and adapter are sharded (FSDP2) and each step's sequences split by tokens; "
+            "empty or one entry = one rank, unsharded (the default)"
+        ),
+    )
+    dist_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Deadline of one collective among the ranks (a hung rank fails the step after this long)",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        default=STEP.dtype, description="Base weights dtype (bfloat16 on GPUs); the adapter trains in float32"
+    )
+    torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads; 0 keeps torch's default")
+    seed: int = Field(default=0, description="Seed of adapter init and any sampling in training")
+    publish: PublishSettings = Field(
+        default_factory=PublishSettings, description="Versions pushed to the samplers"
+    )
+    checkpoint: CheckpointSettings = Field(
+        default_factory=CheckpointSettings, description="The learner's state on disk"
     )
     run_id: str = Field(
         default="",
@@ -313,3 +264,9 @@ class LearnerConfig(ServiceSettings):
     colocate: ColocateSettings = Field(
         default_factory=ColocateSettings, description="Sharing the GPU with the sampler's engine"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_moved_keys(cls, data: Any) -> Any:
+        refuse_moved(data)
+        return data

@@ -4,7 +4,7 @@ Handlers: `run.started` (warm the model for the run), `group.scored` (gather the
 data and wait, unacknowledged, until the group has been trained into a durable version or dropped
 as stale). A separate loop takes batches from the buffer and steps. Start it with
 
-    treegrpo serve learner --set model=/path/to/model --set sampler_endpoints='["127.0.0.1:50151"]'
+    treegrpo serve learner --set model=/path/to/model --set publish.sampler_endpoints='["127.0.0.1:50151"]'
 """
 
 from __future__ import annotations
