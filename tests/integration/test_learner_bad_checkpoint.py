@@ -179,7 +179,7 @@ async def test_a_non_finite_step_is_never_published_and_stops_the_learner(bus, n
 @pytest.mark.parametrize(
     ("settings", "rewards", "cause"),
     [
-        ({"lr": 1e39}, [1.0, 0.0, 0.5], "value cannot be converted to type float without overflow"),
+        ({"optimizer.lr": 1e39}, [1.0, 0.0, 0.5], "value cannot be converted to type float without overflow"),
         ({"estimator": "rloo"}, [3e38, -3e38, 0.0], "is not a float32"),
     ],
     ids=["lr-beyond-float32", "advantage-beyond-float32"],
