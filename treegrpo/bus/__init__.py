@@ -11,6 +11,7 @@ from treegrpo.bus._client import (
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
+from treegrpo.bus._lookups import attempts
 from treegrpo.bus._errors import (
     BusUnavailable,
     BusWriteError,
@@ -40,6 +41,7 @@ __all__ = [
     "RunEnds",
     "TransientError",
     "WriteHealth",
+    "attempts",
     "bus_fault_in",
     "file_sha256",
     "is_write_failure",

@@ -36,16 +36,35 @@ class RunEnds:
         return self.started and not self.completed and self.ended < self.attempt
 
 
+def attempts(ended: Iterable[int], resumed: Iterable[int]) -> tuple[int, int]:
+    """(the run's attempt, how many of its attempts ended): only resumes 2, 3, .. k in a row open
+    attempts, and only ends of attempts 1 .. k count, so a fact of an attempt that never was (a
+    forgery, fuzz) neither ends nor reopens a run."""
+    opened, attempt = set(resumed), 1
+    while attempt + 1 in opened:
+        attempt += 1
+    return attempt, len({a for a in ended if 1 <= a <= attempt})
+
+
 class Lookups:
     """The read side of `Bus` (it needs `self.js`)."""
 
     async def last_event(self, run_id: str, kind: str, key: str | tuple | None = None) -> pb.Event | None:
-        """The latest event on one exact subject (e.g. node X's `node.sampled`), or None."""
+        """The fact on one exact subject (e.g. node X's `node.sampled`), or None.
+
+        The *first* message there, whatever its name says (kept for its many callers): a fact is
+        immutable and its subject holds one, so a later message on the subject with other content is
+        a forgery or a bug (consumers dead-letter it, replays skip it) and never supersedes the fact."""
+        first = await self.first_on_subject(ev_mod.subject(run_id, kind, key))
+        return None if first is None else ev_mod.decode(first[1])
+
+    async def first_on_subject(self, subject: str) -> tuple[int, bytes] | None:
+        """(stream sequence, payload) of the first message on `subject`, or None: one direct get."""
         try:
-            raw = await self.js.get_last_msg(STREAM, ev_mod.subject(run_id, kind, key), direct=True)
+            raw = await self.js.get_msg(STREAM, seq=1, subject=subject, direct=True, next=True)
         except NotFoundError:
             return None
-        return ev_mod.decode(raw.data)
+        return raw.seq, raw.data or b""
 
     async def replay(
         self,
@@ -59,7 +78,8 @@ class Lookups:
         Never short: it ends only when the server says nothing is left. A fetch that times out, a
         connection that drops, or a message lost in transit (the consumer's own sequence skips: its
         ack policy is none) re-opens the read after the last event handed out; a server that gives
-        nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads are
+        nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads, bodies
+        not of their subject and later messages on a fact's subject (the first one stands) are
         skipped here (the live consumers dead-letter them)."""
         filters = (
             [ev_mod.subject_filter(k, run_id) for k in kinds]
@@ -81,7 +101,7 @@ class Lookups:
                 for m in msgs:
                     if not cursor.take(m):
                         break
-                    event = _checked(m)
+                    event = _checked(m, cursor.seen)
                     if event is not None:
                         yield m.metadata.sequence.stream, event
         finally:
@@ -98,10 +118,33 @@ class Lookups:
     async def run_ends(self, run_id: str) -> RunEnds:
         """How the run's attempts ended so far, from the subjects alone (one request)."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
-        kinds = [".".join(s.split(".")[2:4]) for s in (info.state.subjects or {})]
+        subjects = [s.split(".") for s in (info.state.subjects or {})]
+        kinds = [".".join(p[2:4]) for p in subjects]
+        of = {
+            k: {int(p[4]) for p in subjects if ".".join(p[2:4]) == k and p[4:5] and p[4].isdigit()}
+            for k in (Kind.RUN_ENDED, Kind.RUN_RESUMED)
+        }
+        attempt, ended = attempts(of[Kind.RUN_ENDED], of[Kind.RUN_RESUMED])
         return RunEnds(
             started=Kind.RUN_STARTED in kinds,
             completed=Kind.RUN_COMPLETED in kinds,
-            ended=kinds.count(Kind.RUN_ENDED),
-            resumed=kinds.count(Kind.RUN_RESUMED),
+            ended=ended,
+            resumed=attempt - 1,
         )
+
+    async def attempt_misfit(self, run_id: str, event: pb.Event) -> str:
+        """Why a `run.ended` / `run.resumed` fits no attempt of the run ('' if it fits): attempt n > 1
+        was opened by run.resumed n, which follows run.ended n - 1. One that fits none (attempt 77 of
+        a run resumed twice) would otherwise end or reopen the run it names."""
+        kind = ev_mod.kind_of(event)
+        attempt = ev_mod.body_of(event).attempt
+        first = 1 if kind == Kind.RUN_ENDED else 2
+        if attempt < first:
+            return f"{kind} of attempt {attempt}: no such attempt"
+        if attempt == 1:
+            return ""
+        # attempt n > 1 was opened by run.resumed n; run.resumed n follows run.ended n - 1
+        need = (Kind.RUN_RESUMED, attempt) if kind == Kind.RUN_ENDED else (Kind.RUN_ENDED, attempt - 1)
+        if await self.last_event(run_id, need[0], str(need[1])) is None:
+            return f"{kind} of attempt {attempt} follows no {need[0]} of attempt {need[1]}"
+        return ""

@@ -1,0 +1,60 @@
+"""A fact's subject holds one fact: what a consumer does with a later message on it.
+
+Event ids are deterministic and sent as `Nats-Msg-Id`, so a republish of the same fact within the
+duplicate window never reaches the stream. A second message on a fact's subject got there another
+way: the same fact republished after the window (harmless: acknowledged, no work), or other
+content under the same id (a forgery, a bug, a corrupt producer: dead-lettered with the sequence of
+the fact that stands). Without this a later `group.scored` with other rewards reached the learner
+and the sampler's tree, and a second `run.started` changed the spec every service read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from treegrpo import events as ev_mod
+from treegrpo.v1 import events_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`repeat`: the fact once more (ack, no work); `reason`: other content (dead-letter)."""
+
+    repeat: bool = False
+    reason: str = ""
+
+
+FIRST = Verdict()
+
+
+async def verdict(bus, subject: str, stream_seq: int, event: pb.Event) -> Verdict:
+    """Whether the message at `stream_seq` is a fact to handle: on its own subject (NATS
+    permissions constrain subjects, not bodies) and the first message there (one direct get)."""
+    expected = ev_mod.subject_of(event)
+    if subject != expected:
+        return Verdict(reason=f"subject {subject} does not match its body ({expected})")
+    first = await bus.first_on_subject(subject)
+    if first is None or first[0] >= stream_seq:
+        return FIRST
+    seq, data = first
+    try:
+        stands = ev_mod.decode(data)
+    except ev_mod.UndecodableEvent:
+        return FIRST  # the first message is garbage (dead-lettered in its turn): this one is the fact
+    if ev_mod.subject_of(stands) != subject:
+        return FIRST
+    if same_fact(stands, event):
+        return Verdict(repeat=True)
+    return Verdict(
+        reason=f"{subject} already holds a different fact (stream seq {seq}): "
+        f"facts are immutable, the first one stands"
+    )
+
+
+def same_fact(a: pb.Event, b: pb.Event) -> bool:
+    """Same id and same body; the envelope's time and producer may differ (a republish)."""
+    if a.envelope.event_id != b.envelope.event_id or a.WhichOneof("body") != b.WhichOneof("body"):
+        return False
+    return ev_mod.body_of(a).SerializeToString(deterministic=True) == ev_mod.body_of(b).SerializeToString(
+        deterministic=True
+    )
