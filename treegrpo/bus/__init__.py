@@ -11,7 +11,6 @@ from treegrpo.bus._client import (
     file_sha256,
 )
 from treegrpo.bus._consumer import Consumer, ConsumerOptions, Delivery, Handler
-from treegrpo.bus._lookups import attempts
 from treegrpo.bus._errors import (
     BusUnavailable,
     BusWriteError,
@@ -20,6 +19,7 @@ from treegrpo.bus._errors import (
     ReplayIncomplete,
     TransientError,
 )
+from treegrpo.bus._lookups import attempts
 from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [

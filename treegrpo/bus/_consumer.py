@@ -71,7 +71,6 @@ class Consumer:
         self.processed = 0
         self.dead_lettered = 0
         self.deferred = 0  # messages handed back to wait (Deferred): not failures
-        self.repeats = 0  # a fact's second message with the same content: acknowledged, no work
         self.errors = 0  # handler failures (retried or dead-lettered): the heartbeat shows them
         self.last_error = ""
         self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
@@ -202,10 +201,6 @@ class Consumer:
             return
         if judged.reason:
             await self._dead_letter(msg, delivery, judged.reason, run_id=run_of(msg.subject))
-            return
-        if judged.repeat:  # the same fact once more (republished after the duplicate window)
-            await msg.ack()
-            self.repeats += 1
             return
         kind = ev_mod.kind_of(event)
         if not self._traced:

@@ -2,9 +2,10 @@
 
 Event ids are deterministic and sent as `Nats-Msg-Id`, so a republish of the same fact within the
 duplicate window never reaches the stream. A second message on a fact's subject got there another
-way: the same fact republished after the window (harmless: acknowledged, no work), or other
-content under the same id (a forgery, a bug, a corrupt producer: dead-lettered with the sequence of
-the fact that stands). Without this a later `group.scored` with other rewards reached the learner
+way: the same fact republished after the window (handled like the first: handlers are
+idempotent, and a repeat of a bogus fact is dead-lettered as the first was), or other content
+under the same id (a forgery, a bug, a corrupt producer: dead-lettered with the sequence of the
+fact that stands). Without this a later `group.scored` with other rewards reached the learner
 and the sampler's tree, and a second `run.started` changed the spec every service read.
 """
 
@@ -18,9 +19,8 @@ from treegrpo.v1 import events_pb2 as pb
 
 @dataclass(frozen=True)
 class Verdict:
-    """`repeat`: the fact once more (ack, no work); `reason`: other content (dead-letter)."""
+    """`reason`: why the message is no fact to handle (dead-letter it); '' to handle it."""
 
-    repeat: bool = False
     reason: str = ""
 
 
@@ -33,18 +33,12 @@ async def verdict(bus, subject: str, stream_seq: int, event: pb.Event) -> Verdic
     expected = ev_mod.subject_of(event)
     if subject != expected:
         return Verdict(reason=f"subject {subject} does not match its body ({expected})")
-    first = await bus.first_on_subject(subject)
+    first = await bus.first_fact(subject)
     if first is None or first[0] >= stream_seq:
         return FIRST
-    seq, data = first
-    try:
-        stands = ev_mod.decode(data)
-    except ev_mod.UndecodableEvent:
-        return FIRST  # the first message is garbage (dead-lettered in its turn): this one is the fact
-    if ev_mod.subject_of(stands) != subject:
-        return FIRST
+    seq, stands = first
     if same_fact(stands, event):
-        return Verdict(repeat=True)
+        return FIRST  # the fact once more: handled again (idempotent), or dead-lettered again
     return Verdict(
         reason=f"{subject} already holds a different fact (stream seq {seq}): "
         f"facts are immutable, the first one stands"

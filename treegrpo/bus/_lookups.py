@@ -52,19 +52,29 @@ class Lookups:
     async def last_event(self, run_id: str, kind: str, key: str | tuple | None = None) -> pb.Event | None:
         """The fact on one exact subject (e.g. node X's `node.sampled`), or None.
 
-        The *first* message there, whatever its name says (kept for its many callers): a fact is
+        The *first* fact there, whatever its name says (kept for its many callers): a fact is
         immutable and its subject holds one, so a later message on the subject with other content is
         a forgery or a bug (consumers dead-letter it, replays skip it) and never supersedes the fact."""
-        first = await self.first_on_subject(ev_mod.subject(run_id, kind, key))
-        return None if first is None else ev_mod.decode(first[1])
+        first = await self.first_fact(ev_mod.subject(run_id, kind, key))
+        return None if first is None else first[1]
 
-    async def first_on_subject(self, subject: str) -> tuple[int, bytes] | None:
-        """(stream sequence, payload) of the first message on `subject`, or None: one direct get."""
-        try:
-            raw = await self.js.get_msg(STREAM, seq=1, subject=subject, direct=True, next=True)
-        except NotFoundError:
-            return None
-        return raw.seq, raw.data or b""
+    async def first_fact(self, subject: str) -> tuple[int, pb.Event] | None:
+        """(stream sequence, event) of the first message on `subject` that decodes and belongs on it,
+        or None. Garbage before it (fuzz, a corrupt writer: dead-lettered by the consumers) is
+        stepped over, one direct get each; a clean subject costs one."""
+        seq = 1
+        while True:
+            try:
+                raw = await self.js.get_msg(STREAM, seq=seq, subject=subject, direct=True, next=True)
+            except NotFoundError:
+                return None
+            try:
+                event = ev_mod.decode(raw.data or b"")
+            except ev_mod.UndecodableEvent:
+                event = None
+            if event is not None and ev_mod.subject_of(event) == subject:
+                return raw.seq, event
+            seq = raw.seq + 1
 
     async def replay(
         self,
@@ -116,19 +126,23 @@ class Lookups:
         return [s.split(".")[1] for s in subjects]
 
     async def run_ends(self, run_id: str) -> RunEnds:
-        """How the run's attempts ended so far, from the subjects alone (one request)."""
+        """How the run's attempts ended so far: from the subjects (one request), each lifecycle
+        subject that counts checked to hold a fact (garbage on `run.completed` made a run look done)."""
         info = await self.js.stream_info(STREAM, subjects_filter=f"{ev_mod.SUBJECT_ROOT}.{run_id}.run.>")
-        subjects = [s.split(".") for s in (info.state.subjects or {})]
-        kinds = [".".join(p[2:4]) for p in subjects]
-        of = {
-            k: {int(p[4]) for p in subjects if ".".join(p[2:4]) == k and p[4:5] and p[4].isdigit()}
-            for k in (Kind.RUN_ENDED, Kind.RUN_RESUMED)
-        }
-        attempt, ended = attempts(of[Kind.RUN_ENDED], of[Kind.RUN_RESUMED])
+        present = set(info.state.subjects or {})
+
+        async def holds(kind: Kind, key: str | None = None) -> bool:
+            subject = ev_mod.subject(run_id, kind, key)
+            return subject in present and await self.first_fact(subject) is not None
+
+        attempt = 1  # only resumes 2, 3, .. in a row open attempts (`attempts`)
+        while await holds(Kind.RUN_RESUMED, str(attempt + 1)):
+            attempt += 1
+        ended = [a for a in range(1, attempt + 1) if await holds(Kind.RUN_ENDED, str(a))]
         return RunEnds(
-            started=Kind.RUN_STARTED in kinds,
-            completed=Kind.RUN_COMPLETED in kinds,
-            ended=ended,
+            started=await holds(Kind.RUN_STARTED),
+            completed=await holds(Kind.RUN_COMPLETED),
+            ended=len(ended),
             resumed=attempt - 1,
         )
 

@@ -92,11 +92,11 @@ class LearnerService(Service):
     # ---- handlers ------------------------------------------------------------------------------
     async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
         run_id = event.envelope.run_id
+        try:  # checked even while busy with another run: a bad spec is dead-lettered, never acked
+            spec = RunSpec.of_run(run_id, event.run_started.run_spec_json)
+        except ValueError as exc:  # nothing a retry can fix (it was retried for minutes)
+            raise PermanentError(f"bad run spec: {exc}") from exc
         if self.active is None and (not self.config.run_id or self.config.run_id == run_id):
-            try:
-                spec = RunSpec.of_run(run_id, event.run_started.run_spec_json)
-            except ValueError as exc:  # nothing a retry can fix (it was retried for minutes)
-                raise PermanentError(f"bad run spec: {exc}") from exc
             if spec.train:
                 await self._ensure_run(run_id)
 

@@ -117,8 +117,14 @@ class SamplerService(Service):
         runs (ours alone when scoped to one). A run whose last attempt ended (stopped, failed,
         completed) is never picked up again until `treegrpo run --resume` reopens it."""
         for run_id in [self.run_id] if self.run_id else await self.bus.run_ids():
-            if (await self.bus.run_ends(run_id)).open:
+            if not (await self.bus.run_ends(run_id)).open:
+                continue
+            try:
                 await self.ensure_run(run_id)
+            except ValueError as exc:  # one bad run.started on the stream must not stop a restart
+                if self.run_id:  # of the run this sampler serves: nothing it can do (permanent)
+                    raise
+                log.error("run %s: not resumed, its run.started is bad: %s", run_id, exc)
 
     async def on_stop(self) -> None:
         for task in [self._pump_task, *self._busy.values(), *self._pulls.values()]:
