@@ -62,6 +62,8 @@ async def inject(bus: Bus, servers: dict[str, Server], fault: str, down_s: float
         if len(info.state.subjects or {}) >= 4:
             break
         await asyncio.sleep(0.5)
+    if run.poll() is not None:
+        return {"fault": "none: the run ended before any node was graded"}
     name = await leader(bus)
     target = servers[name] if fault != "kill-follower" else next(s for k, s in servers.items() if k != name)
     before = await last_seq(bus)
@@ -95,7 +97,12 @@ async def written_once(bus: Bus) -> dict:
     """Messages per subject of the run's node and group facts: one each when nothing was doubled."""
     out = {}
     for kind in (Kind.NODE_SAMPLED, Kind.NODE_EXECUTED, Kind.NODE_GRADED, Kind.GROUP_SCORED):
-        info = await bus.js.stream_info(STREAM, subjects_filter=ev.subject_filter(kind, RUN))
+        for _ in range(30):  # a restarted server may still be catching up: its requests time out
+            try:
+                info = await bus.js.stream_info(STREAM, subjects_filter=ev.subject_filter(kind, RUN))
+                break
+            except Exception:
+                await asyncio.sleep(1.0)
         counts = Counter((info.state.subjects or {}).values())
         out[str(kind)] = {
             "subjects": sum(counts.values()),
@@ -112,7 +119,7 @@ async def main() -> int:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="tg-cluster-run-"))
     home = root / "home"
-    prepare_home(home)
+    model = prepare_home(home)
     ports = [(free_port(), free_port()) for _ in range(3)]
     servers = {
         f"n{i}": Server(root, f"n{i}", p, c, [cp for _, cp in ports]) for i, (p, c) in enumerate(ports)
@@ -122,7 +129,8 @@ async def main() -> int:
     try:
         urls = ",".join(f"nats://127.0.0.1:{s.port}" for s in servers.values())
         bus = await cluster_ready(urls)
-        sets = (f'runner.nats_url="{urls}"', "runner.stream_replicas=3", f'run.run_id="{RUN}"')
+        sets = (f'runner.nats_url="{urls}"', "runner.stream_replicas=3", f'run.run_id="{RUN}"',
+                f'sampler.model="{model}"', f'learner.model="{model}"')  # fmt: skip
         t0 = time.monotonic()
         out = open(root / "run.log", "wb")
         run = subprocess.Popen(run_argv("treegrpo/examples/run-small.toml", sets=sets), env=env_for(home),
