@@ -111,13 +111,8 @@ async def written_once(bus: Bus) -> dict:
     return out
 
 
-async def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fault", default="kill-leader", choices=["kill-leader", "kill-follower", "stop-leader"])
-    ap.add_argument("--down-s", type=float, default=7.0)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="tg-cluster-run-"))
+async def measure(root: Path, fault_name: str, down_s: float) -> dict:
+    """One run under one fault, in `root`: what `main` prints (tests/e2e/test_cluster_run.py too)."""
     home = root / "home"
     model = prepare_home(home)
     ports = [(free_port(), free_port()) for _ in range(3)]
@@ -135,7 +130,7 @@ async def main() -> int:
         out = open(root / "run.log", "wb")
         run = subprocess.Popen(run_argv("treegrpo/examples/run-small.toml", sets=sets), env=env_for(home),
                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-        fault = await inject(bus, servers, args.fault, args.down_s, run)
+        fault = await inject(bus, servers, fault_name, down_s, run)
         while run.poll() is None:
             await asyncio.sleep(0.5)
         run_s = time.monotonic() - t0
@@ -159,20 +154,31 @@ async def main() -> int:
     result = {
         "date": time.strftime("%Y-%m-%d"),
         **fault,
-        "down_s": args.down_s,
+        "down_s": down_s,
         "run_s": round(run_s, 1),
         "runner_exit": run.returncode,
+        "steps": len(log.steps),
         "written_once": once,
         "exported": exported,
         "exact": exact,
     }
     if not exact:
         result["run_log_tail"] = (root / "run.log").read_text(errors="replace")[-3000:]
+    return result
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fault", default="kill-leader", choices=["kill-leader", "kill-follower", "stop-leader"])
+    ap.add_argument("--down-s", type=float, default=7.0)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    result = await measure(Path(tempfile.mkdtemp(prefix="tg-cluster-run-")), args.fault, args.down_s)
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    return 0 if exact else 1
+    return 0 if result["exact"] else 1
 
 
 if __name__ == "__main__":

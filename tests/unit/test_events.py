@@ -106,7 +106,9 @@ def test_a_node_or_group_whose_ids_are_not_its_tree_position_is_misderived():
     assert "node id" in ev.misderived("r1", pb.NodeSampled(node_id="f" * 12, index_in_group=1, **place))
     assert "outside" in ev.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=2, **place))
     assert "sibling_group" in ev.misderived("r2", pb.NodeGraded(node_id=nid, **place))  # another run's
-    assert "sibling_group" in ev.misderived("r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=3))
+    assert "sibling_group" in ev.misderived(
+        "r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=3)
+    )
     assert ev.misderived("r1", pb.RunEnded(attempt=77)) == ""  # not a tree fact: judged elsewhere
 
 
