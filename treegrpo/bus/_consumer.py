@@ -195,7 +195,8 @@ class Consumer:
             await self._dead_letter(msg, delivery, str(exc), run_id=run_of(msg.subject))
             return
         try:
-            judged = await verdict(self.bus, msg.subject, delivery.stream_seq, event)
+            msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+            judged = await verdict(self.bus, msg.subject, delivery.stream_seq, event, msg_id)
         except (nats.errors.Error, OSError, TimeoutError):  # could not look: the message comes back
             await msg.nak(delay=1.0)
             return

@@ -27,12 +27,20 @@ class Verdict:
 FIRST = Verdict()
 
 
-async def verdict(bus, subject: str, stream_seq: int, event: pb.Event) -> Verdict:
+async def verdict(bus, subject: str, stream_seq: int, event: pb.Event, msg_id: str = "") -> Verdict:
     """Whether the message at `stream_seq` is a fact to handle: on its own subject (NATS
-    permissions constrain subjects, not bodies) and the first message there (one direct get)."""
+    permissions constrain subjects, not bodies) and the first fact there.
+
+    The lookup (one direct get) is skipped for a message stored under its own event id
+    (`Nats-Msg-Id`, as every producer of ours publishes): within the duplicate window the server
+    kept no other message under that id, so it is the first, or a republish more than a day later
+    (handled again: handlers are idempotent). Skipping it keeps the consumer at the throughput it
+    had (with the lookup on every message it fell from ~25,000 to ~10,500 events/s)."""
     expected = ev_mod.subject_of(event)
     if subject != expected:
         return Verdict(reason=f"subject {subject} does not match its body ({expected})")
+    if msg_id == event.envelope.event_id:
+        return FIRST
     first = await bus.first_fact(subject)
     if first is None or first[0] >= stream_seq:
         return FIRST
