@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,7 @@ def main() -> int:
     ap.add_argument("--big-mb", type=int, default=100)
     ap.add_argument("--settle-s", type=float, default=900)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", action="store_true", help="keep the home and the store (some 200 MB)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bus-fuzz-"))
     home = tmp / "home"
@@ -146,6 +148,8 @@ def main() -> int:
         codes = stop(services)
         server.stop()
     result["service_exit_codes"] = codes
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:

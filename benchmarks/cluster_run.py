@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -172,8 +173,12 @@ async def main() -> int:
     ap.add_argument("--fault", default="kill-leader", choices=["kill-leader", "kill-follower", "stop-leader"])
     ap.add_argument("--down-s", type=float, default=7.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", action="store_true", help="keep the servers' stores, the home and the logs")
     args = ap.parse_args()
-    result = await measure(Path(tempfile.mkdtemp(prefix="tg-cluster-run-")), args.fault, args.down_s)
+    root = Path(tempfile.mkdtemp(prefix="tg-cluster-run-"))
+    result = await measure(root, args.fault, args.down_s)
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:

@@ -10,7 +10,8 @@ reason by every service that consumes its kind; no service dies; the run complet
 Before this issue: a later `group.scored` with other rewards was trained and folded into the
 sampler's tree, a second `run.started` replaced the spec every service read, a forged `run.ended`
 of attempt 77 let the learner drop the run (which then never completed), and a bad `run.started`
-of any run stopped an unscoped sampler's restart.
+of any run stopped an unscoped sampler's restart. On the code before this issue (main at c0d8e2a)
+this test fails: the run stalls and exceeds its `runner.timeout_s` (240 s).
 """
 
 from __future__ import annotations
