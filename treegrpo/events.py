@@ -43,6 +43,7 @@ __all__ = [
     "key_parts",
     "kind_of",
     "make_event",
+    "misderived",
     "node_id",
     "run_filter",
     "run_of",
@@ -219,6 +220,35 @@ def node_id(run_id: str, task: str, round_: int, step: int, index: int) -> str:
 
 def group_id(run_id: str, task: str, round_: int, step: int) -> str:
     return short_hash("group", run_id, task, round_, step)
+
+
+_GROUPED = ("NodeSampled", "NodeExecuted", "NodeGraded", "GroupScored")
+
+
+def misderived(run_id: str, body) -> str:
+    """Why a node or group fact's ids are not the ones its place in the tree derives ('' if they
+    are). Ids are pure functions of (run, task, round, step[, index]): a fact whose ids are not was
+    written by no producer of ours (fuzz, a corrupt or foreign writer), and handling it would put a
+    node or a group into a run that never had it. History imported from an archive keeps the
+    archive's ids; services never handle it (`IMPORTED_PRODUCER`)."""
+    name = type(body).__name__
+    if name not in _GROUPED:
+        return ""
+    if body.sibling_group != group_id(run_id, body.task, body.round, body.step):
+        return (
+            f"sibling_group {body.sibling_group!r} is not the group of task {body.task!r} "
+            f"round {body.round} step {body.step} of run {run_id}"
+        )
+    if name == "GroupScored":
+        return ""
+    if body.group_size < 1:
+        return f"node {body.node_id!r}: group_size {body.group_size}"
+    if name == "NodeSampled":
+        if body.index_in_group >= body.group_size:
+            return f"node {body.node_id!r}: index {body.index_in_group} outside a group of {body.group_size}"
+        if body.node_id != node_id(run_id, body.task, body.round, body.step, body.index_in_group):
+            return f"node id {body.node_id!r} is not that of its place in the tree"
+    return ""
 
 
 def describe_restored(fact: pb.LearnerRestored) -> str:

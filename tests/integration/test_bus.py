@@ -198,3 +198,26 @@ async def test_a_body_on_another_kinds_subject_is_dead_lettered_and_skipped_by_r
     seen, consumer = await consume_until(bus, "c9", [Kind.NODE_EXECUTED], 1)
     assert [e.node_executed.node_id for e in seen] == ["n2"] and consumer.dead_lettered == 1
     assert [e.envelope.event_id async for _, e in bus.replay("r1")] == ["r1.node.executed.n2"]
+
+
+async def test_a_facts_subject_keeps_its_first_fact_other_content_is_dead_lettered_garbage_stepped_over(bus):
+    first = sampled("r1", 1)
+    await bus.publish_raw(ev.subject_of(first), b"\x00garbage")  # before the fact, on its subject
+    await bus.publish(first)
+    other = sampled("r1", 1)
+    other.node_sampled.code = "print('other')"  # same id, other content, stored under another Nats-Msg-Id
+    await bus.publish_raw(ev.subject_of(other), ev.encode(other), headers={"Nats-Msg-Id": "forged-1"})
+    again = sampled("r1", 1)  # the same fact once more (as after the duplicate window): handled again
+    await bus.publish_raw(ev.subject_of(again), ev.encode(again), headers={"Nats-Msg-Id": "late-1"})
+    await bus.publish(sampled("r1", 2))
+    seen, consumer = await consume_until(bus, "c10", [Kind.NODE_SAMPLED], 3)
+    assert [e.node_sampled.code for e in seen] == ["print(1)", "print(1)", "print(2)"]
+    from tests.bus_fuzz import dead_letters
+
+    reasons = [why for _, why in sorted((await dead_letters(bus)).items())]  # in stream order
+    assert consumer.dead_lettered == 2 and len(reasons) == 2  # the garbage, and the other content
+    assert (
+        "not a treegrpo Event" in reasons[0] and "already holds a different fact (stream seq 2)" in reasons[1]
+    )
+    assert (await bus.last_event("r1", Kind.NODE_SAMPLED, "n0001")).node_sampled.code == "print(1)"
+    assert [e.node_sampled.code async for _, e in bus.replay("r1")] == ["print(1)", "print(2)"]

@@ -107,3 +107,37 @@ def test_statuses_are_the_seed_archives_six_and_serialise_as_plain_strings():
     assert json.dumps(record) == json.dumps(plain) and orjson.dumps(record) == orjson.dumps(plain)
     wire = pb.NodeGraded(status="timeout").SerializeToString()
     assert pb.NodeGraded(status=ev.Status.TIMEOUT).SerializeToString() == wire
+
+
+def test_a_node_or_group_whose_ids_are_not_its_tree_position_is_misderived():
+    gid, nid = ev.group_id("r1", "t", 1, 2), ev.node_id("r1", "t", 1, 2, 1)
+    place = {"task": "t", "round": 1, "step": 2, "sibling_group": gid, "group_size": 2}
+    assert ev.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=1, **place)) == ""
+    assert ev.misderived("r1", pb.NodeExecuted(node_id="any", **place)) == ""
+    assert ev.misderived("r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=2)) == ""
+    assert "node id" in ev.misderived("r1", pb.NodeSampled(node_id="f" * 12, index_in_group=1, **place))
+    assert "outside" in ev.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=2, **place))
+    assert "sibling_group" in ev.misderived("r2", pb.NodeGraded(node_id=nid, **place))  # another run's
+    assert "sibling_group" in ev.misderived(
+        "r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=3)
+    )
+    assert ev.misderived("r1", pb.RunEnded(attempt=77)) == ""  # not a tree fact: judged elsewhere
+
+
+def test_only_a_chain_of_resumes_opens_attempts_and_only_their_ends_count():
+    from treegrpo.bus import attempts
+
+    assert attempts(ended=[1], resumed=[]) == (1, 1)
+    assert attempts(ended=[1, 2], resumed=[2]) == (2, 2)
+    assert attempts(ended=[1, 77], resumed=[]) == (1, 1)  # an end of an attempt that never was
+    assert attempts(ended=[1], resumed=[3, 50]) == (1, 1)  # resumes that follow no resume 2
+
+
+def test_a_run_spec_that_names_another_run_or_is_no_json_object_is_refused():
+    from treegrpo.config import RunSpec
+
+    text = RunSpec(run_id="r1", tasks=["t"]).model_dump_json()
+    assert RunSpec.of_run("r1", text).run_id == "r1"
+    for bad, why in ((text, "carries the spec of run r1"), ("[1]", "not an object"), ("{", "")):
+        with pytest.raises(ValueError, match=why):
+            RunSpec.of_run("r2" if bad == text else "r1", bad)

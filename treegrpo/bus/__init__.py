@@ -20,7 +20,7 @@ from treegrpo.bus._errors import (
     ReplayIncomplete,
     TransientError,
 )
-from treegrpo.bus._lookups import Reads, RunEnds, RunStart
+from treegrpo.bus._lookups import Reads, RunEnds, RunStart, attempts
 from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "RunStart",
     "TransientError",
     "WriteHealth",
+    "attempts",
     "bus_fault_in",
     "file_sha256",
     "is_write_failure",

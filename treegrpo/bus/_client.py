@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import io
@@ -195,6 +196,16 @@ class Bus(Lookups):
         except NotFoundError:
             return None
         return int(info.size or 0)
+
+    async def object_digest(self, bucket: str, key: str) -> tuple[int, str] | None:
+        """(size, sha256 hex) of an object from its metadata (nothing downloaded), or None if missing."""
+        store = await self.js.object_store(bucket)
+        try:
+            info = await store.get_info(key)
+        except NotFoundError:
+            return None
+        digest = (info.digest or "").split("=", 1)[-1]
+        return int(info.size or 0), base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
 
     async def get_object(self, bucket: str, key: str, dest: str | Path | None = None) -> bytes | Path:
         """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`).

@@ -2,6 +2,7 @@
 
 Failures are classified here, at the edge:
 - undecodable payload       -> dead-letter with the reason, term
+- a body not of its subject, or other content on a fact's subject -> dead-letter (`_facts.py`)
 - PermanentError            -> dead-letter with the reason, term
 - TransientError            -> nak(delay) and redelivery
 - any other exception       -> nak with exponential backoff; dead-lettered after `max_deliver`
@@ -19,7 +20,6 @@ import logging
 import time
 
 import nats
-from nats.js import api
 from nats.js.errors import APIError
 from opentelemetry import trace
 
@@ -27,7 +27,8 @@ from treegrpo import events as ev_mod
 from treegrpo.bus._client import STREAM, Bus
 from treegrpo.bus._deadletter import dead_letter, run_of
 from treegrpo.bus._errors import Deferred, PermanentError, TransientError
-from treegrpo.bus._options import ConsumerOptions, Delivery, Handler
+from treegrpo.bus._facts import verdict
+from treegrpo.bus._options import ConsumerOptions, Delivery, Handler, durable_config
 from treegrpo.bus._writes import bus_fault_in
 from treegrpo.telemetry import context_from_headers
 from treegrpo.v1 import events_pb2 as pb
@@ -75,19 +76,7 @@ class Consumer:
         self.loop_at = 0.0  # unix time the fetch loop last began a turn (the heartbeat reports it)
 
     async def _bind(self) -> None:
-        cfg = api.ConsumerConfig(
-            durable_name=self.durable,
-            name=self.durable,
-            filter_subjects=self.filters,
-            ack_policy=api.AckPolicy.EXPLICIT,
-            deliver_policy=api.DeliverPolicy.ALL,
-            ack_wait=self.opt.ack_wait_s,
-            max_deliver=-1,
-            max_ack_pending=max(1000, 4 * self.opt.max_inflight),
-            # none given: the consumer takes the stream's own count. Asking for more than the
-            # stream has is refused for good (400, err_code 10126), whatever the services were told
-            num_replicas=None,
-        )
+        cfg = durable_config(self.durable, self.filters, self.opt)
         # add_consumer is create-or-update, so a changed filter list takes effect on restart
         try:
             await self.bus.js.add_consumer(STREAM, cfg)
@@ -205,17 +194,16 @@ class Consumer:
         except ev_mod.UndecodableEvent as exc:
             await self._dead_letter(msg, delivery, str(exc), run_id=run_of(msg.subject))
             return
-        kind = ev_mod.kind_of(event)
-        expected = ev_mod.subject_of(event)
-        if msg.subject != expected:
-            # NATS permissions constrain subjects, not bodies: a fact must sit on its own subject
-            await self._dead_letter(
-                msg,
-                delivery,
-                f"subject {msg.subject} does not match its body ({expected})",
-                run_id=run_of(msg.subject),
-            )
+        try:
+            msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+            judged = await verdict(self.bus, msg.subject, delivery.stream_seq, event, msg_id)
+        except (nats.errors.Error, OSError, TimeoutError):  # could not look: the message comes back
+            await msg.nak(delay=1.0)
             return
+        if judged.reason:
+            await self._dead_letter(msg, delivery, judged.reason, run_id=run_of(msg.subject))
+            return
+        kind = ev_mod.kind_of(event)
         if not self._traced:
             await self._handle(msg, event, delivery, None)
             return

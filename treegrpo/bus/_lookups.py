@@ -79,17 +79,46 @@ class RunStart:
         return self.producer == ev_mod.IMPORTED_PRODUCER
 
 
+def attempts(ended: Iterable[int], resumed: Iterable[int]) -> tuple[int, int]:
+    """(the run's attempt, how many of its attempts ended): only resumes 2, 3, .. k in a row open
+    attempts, and only ends of attempts 1 .. k count, so a fact of an attempt that never was (a
+    forgery, fuzz) neither ends nor reopens a run."""
+    opened, attempt = set(resumed), 1
+    while attempt + 1 in opened:
+        attempt += 1
+    return attempt, len({a for a in ended if 1 <= a <= attempt})
+
+
 class Lookups:
     """The read side of `Bus` (it needs `self.nc`, `self.js` and `self.reads`)."""
 
     async def last_event(self, run_id: str, kind: str, key: str | tuple | None = None) -> pb.Event | None:
-        """The latest event on one exact subject (e.g. node X's `node.sampled`), or None."""
-        self.reads.lookups += 1
-        try:
-            raw = await self.js.get_last_msg(STREAM, ev_mod.subject(run_id, kind, key), direct=True)
-        except NotFoundError:
-            return None
-        return ev_mod.decode(raw.data)
+        """The fact on one exact subject (e.g. node X's `node.sampled`), or None.
+
+        The *first* fact there, whatever its name says (kept for its many callers): a fact is
+        immutable and its subject holds one, so a later message on the subject with other content is
+        a forgery or a bug (consumers dead-letter it, replays skip it) and never supersedes the fact."""
+        first = await self.first_fact(ev_mod.subject(run_id, kind, key))
+        return None if first is None else first[1]
+
+    async def first_fact(self, subject: str) -> tuple[int, pb.Event] | None:
+        """(stream sequence, event) of the first message on `subject` that decodes and belongs on it,
+        or None. Garbage before it (fuzz, a corrupt writer: dead-lettered by the consumers) is
+        stepped over, one direct get each; a clean subject costs one."""
+        seq = 1
+        while True:
+            self.reads.lookups += 1
+            try:
+                raw = await self.js.get_msg(STREAM, seq=seq, subject=subject, direct=True, next=True)
+            except NotFoundError:
+                return None
+            try:
+                event = ev_mod.decode(raw.data or b"")
+            except ev_mod.UndecodableEvent:
+                event = None
+            if event is not None and ev_mod.subject_of(event) == subject:
+                return raw.seq, event
+            seq = raw.seq + 1
 
     async def last_events(
         self, run_id: str, kind: str, keys: Sequence[str | tuple]
@@ -100,19 +129,29 @@ class Lookups:
         subjects = {ev_mod.subject(run_id, kind, k): k for k in keys}
         names, out = list(subjects), {}
         for i in range(0, len(names), MULTI_LAST_MAX):
-            for subject, data in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
-                try:
-                    event = ev_mod.decode(data)
-                except ev_mod.UndecodableEvent:
-                    log.warning("lookup skipped an undecodable message on %s", subject)
-                    continue
-                if ev_mod.subject_of(event) == subject:
+            for subject, data, msg_id in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
+                event = await self._standing(subject, data, msg_id)
+                if event is not None:
                     out[subjects[subject]] = event
         return out
 
-    async def _multi_last(self, subjects: list[str]) -> list[tuple[str, bytes]]:
-        """(subject, payload) of each subject's newest message: JetStream's batched direct get
-        (`multi_last`, nats-server 2.11+), answered message by message and ended by status 204;
+    async def _standing(self, subject: str, data: bytes, msg_id: str) -> pb.Event | None:
+        """The fact on `subject` given its newest message: that message when it is a fact of this
+        subject stored under its own event id (as every producer of ours publishes: the server's
+        duplicate window kept no other message under that id), else the first fact there (the
+        newest is garbage or a later message with other content: the first one stands)."""
+        try:
+            event = ev_mod.decode(data)
+        except ev_mod.UndecodableEvent:
+            event = None
+        if event is not None and ev_mod.subject_of(event) == subject and msg_id == event.envelope.event_id:
+            return event
+        first = await self.first_fact(subject)
+        return None if first is None else first[1]
+
+    async def _multi_last(self, subjects: list[str]) -> list[tuple[str, bytes, str]]:
+        """(subject, payload, its Nats-Msg-Id) of each subject's newest message: JetStream's batched
+        direct get (`multi_last`, nats-server 2.11+), answered message by message and ended by status 204;
         404 when none of the subjects holds one. Each answer says how many are still to come
         (`Nats-Num-Pending`): one lost on the way (a slow consumer's drop) is an error, never a
         shorter answer."""
@@ -142,7 +181,7 @@ class Lookups:
                     )
                 if not got:
                     expected = int(headers.get("Nats-Num-Pending", 0)) + 1
-                got.append((headers.get("Nats-Subject", ""), msg.data))
+                got.append((headers.get("Nats-Subject", ""), msg.data, headers.get("Nats-Msg-Id", "")))
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -153,7 +192,7 @@ class Lookups:
         event = await self.last_event(run_id, Kind.RUN_STARTED)
         if event is None:
             return None
-        return RunStart(RunSpec.from_json(event.run_started.run_spec_json), event.envelope.producer)
+        return RunStart(RunSpec.of_run(run_id, event.run_started.run_spec_json), event.envelope.producer)
 
     async def replay(
         self,
@@ -169,7 +208,8 @@ class Lookups:
         Never short: it ends only when the server says nothing is left. A fetch that times out, a
         connection that drops, or a message lost in transit (the consumer's own sequence skips: its
         ack policy is none) re-opens the read after the last event handed out; a server that gives
-        nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads are
+        nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads, bodies
+        not of their subject and later messages on a fact's subject (the first one stands) are
         skipped here (the live consumers dead-letter them)."""
         filters = [ev_mod.subject_filter(k, run_id) for k in kinds] if kinds else [ev_mod.run_filter(run_id)]
         async for item in self._read(run_id, filters, batch, patience_s, after=after):
@@ -202,7 +242,7 @@ class Lookups:
                 for m in msgs:
                     if not cursor.take(m):
                         break
-                    event = _checked(m)
+                    event = _checked(m, cursor.seen)
                     if event is not None:
                         yield m.metadata.sequence.stream, event
         finally:
@@ -264,12 +304,38 @@ class Lookups:
         return sorted(s.split(".")[1] for s in subjects)
 
     async def run_ends(self, run_id: str) -> RunEnds:
-        """How the run's attempts ended so far, from the subjects alone (one request)."""
-        subjects = await self._subjects(ev_mod.run_filter(run_id, "run"))
-        kinds = [".".join(s.split(".")[2:4]) for s in subjects]
+        """How the run's attempts ended so far: from the subjects (one request), each lifecycle
+        subject that counts checked to hold a fact (garbage on `run.completed` made a run look done)."""
+        present = set(await self._subjects(ev_mod.run_filter(run_id, "run")))
+
+        async def holds(kind: Kind, key: str | None = None) -> bool:
+            subject = ev_mod.subject(run_id, kind, key)
+            return subject in present and await self.first_fact(subject) is not None
+
+        attempt = 1  # only resumes 2, 3, .. in a row open attempts (`attempts`)
+        while await holds(Kind.RUN_RESUMED, str(attempt + 1)):
+            attempt += 1
+        ended = [a for a in range(1, attempt + 1) if await holds(Kind.RUN_ENDED, str(a))]
         return RunEnds(
-            started=Kind.RUN_STARTED in kinds,
-            completed=Kind.RUN_COMPLETED in kinds,
-            ended=kinds.count(Kind.RUN_ENDED),
-            resumed=kinds.count(Kind.RUN_RESUMED),
+            started=await holds(Kind.RUN_STARTED),
+            completed=await holds(Kind.RUN_COMPLETED),
+            ended=len(ended),
+            resumed=attempt - 1,
         )
+
+    async def attempt_misfit(self, run_id: str, event: pb.Event) -> str:
+        """Why a `run.ended` / `run.resumed` fits no attempt of the run ('' if it fits): attempt n > 1
+        was opened by run.resumed n, which follows run.ended n - 1. One that fits none (attempt 77 of
+        a run resumed twice) would otherwise end or reopen the run it names."""
+        kind = ev_mod.kind_of(event)
+        attempt = ev_mod.body_of(event).attempt
+        first = 1 if kind == Kind.RUN_ENDED else 2
+        if attempt < first:
+            return f"{kind} of attempt {attempt}: no such attempt"
+        if attempt == 1:
+            return ""
+        # attempt n > 1 was opened by run.resumed n; run.resumed n follows run.ended n - 1
+        need = (Kind.RUN_RESUMED, attempt) if kind == Kind.RUN_ENDED else (Kind.RUN_ENDED, attempt - 1)
+        if await self.last_event(run_id, need[0], str(need[1])) is None:
+            return f"{kind} of attempt {attempt} follows no {need[0]} of attempt {need[1]}"
+        return ""

@@ -37,6 +37,7 @@ class _Cursor:
         self.remaining = 0  # messages of the filter still ahead, as the server last said
         self.answered_at = time.monotonic()  # when the server last answered this replay
         self.reopened = 0
+        self.seen: set[str] = set()  # subjects handed out: a fact's subject holds one fact
 
     async def open(self, js, filters: list[str]) -> None:
         after = (
@@ -109,8 +110,9 @@ class _Cursor:
         await self._drop_async()
 
 
-def _checked(m) -> pb.Event | None:
-    """The event in `m`, or None (logged) when its body is undecodable or not of its subject."""
+def _checked(m, seen: set[str]) -> pb.Event | None:
+    """The event in `m`, or None (logged) when its body is undecodable, not of its subject, or not
+    the first message on its subject (a fact is immutable: the first one stands)."""
     try:
         event = ev_mod.decode(m.data)
     except ev_mod.UndecodableEvent:
@@ -119,6 +121,10 @@ def _checked(m) -> pb.Event | None:
     if ev_mod.subject_of(event) != m.subject:
         log.warning("replay skipped %s: body does not match its subject", m.subject)
         return None
+    if m.subject in seen:
+        log.warning("replay skipped %s at %d: not its first message", m.subject, m.metadata.sequence.stream)
+        return None
+    seen.add(m.subject)
     return event
 
 

@@ -118,5 +118,17 @@ class RunSpec(Settings):
         validate. Keys this class no longer has (RETIRED_KEYS) are ignored: the log is immutable;
         and the reader's environment (TREEGRPO_RUN_*) is not applied: it is no source of a past
         run's facts."""
-        data = {k: v for k, v in json.loads(text).items() if k not in RETIRED_KEYS}
+        raw = json.loads(text)  # a JSONDecodeError is a ValueError
+        if not isinstance(raw, dict):  # a forged or corrupt fact: say so, never an AttributeError
+            raise ValueError(f"run.started's run spec is a JSON {type(raw).__name__}, not an object")
+        data = {k: v for k, v in raw.items() if k not in RETIRED_KEYS}
         return from_values(cls, data, "run.started")
+
+    @classmethod
+    def of_run(cls, run_id: str, text: str) -> RunSpec:
+        """`from_json`, and the spec must be that run's: a `run.started` whose spec names another
+        run id was written by no runner of ours (ValueError, like a spec that does not validate)."""
+        spec = cls.from_json(text)
+        if spec.run_id and spec.run_id != run_id:
+            raise ValueError(f"run.started of run {run_id} carries the spec of run {spec.run_id}")
+        return spec

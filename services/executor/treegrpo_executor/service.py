@@ -21,7 +21,8 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
+from treegrpo import events as ev
+from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import INFRASTRUCTURE, Kind
 from treegrpo.infra import FaultStreak, retry_or_give_up
@@ -95,7 +96,10 @@ class ExecutorService(Service):
     async def run_spec(self, run_id: str) -> RunSpec:
         spec = self._specs.get(run_id)
         if spec is None:
-            start = await self.bus.run_start(run_id)
+            try:
+                start = await self.bus.run_start(run_id)
+            except ValueError as exc:  # the recorded spec does not validate, or is another run's
+                raise PermanentError(f"run {run_id}: bad run spec: {exc}") from exc
             if start is None:
                 raise TransientError(f"run {run_id} has no run.started yet", delay_s=2.0)
             spec = self._specs[run_id] = start.spec
@@ -103,6 +107,9 @@ class ExecutorService(Service):
 
     async def on_node_sampled(self, event: pb.Event, delivery: Delivery) -> None:
         ns, run_id = event.node_sampled, event.envelope.run_id
+        misfit = ev.misderived(run_id, ns) or outside(await self.run_spec(run_id), ns)
+        if misfit:  # no sampler of ours wrote it: running it would add a node to the run
+            raise PermanentError(f"not a node of run {run_id}: {misfit}")
         me = asyncio.current_task()
         if me is not None:
             self._handling.add(me)
@@ -195,6 +202,15 @@ class ExecutorService(Service):
             return await self.backend.run(job)
         except (SandboxError, WorkspaceError) as exc:
             raise TransientError(f"sandbox failed for {ns.node_id}: {exc}", delay_s=1.0) from exc
+
+
+def outside(spec: RunSpec, ns: pb.NodeSampled) -> str:
+    """Why a node lies outside its run's tree ('' if it does not): a task, round or step the run has not."""
+    if ns.task not in spec.tasks:
+        return f"task {ns.task!r} is not one of the run's {spec.tasks}"
+    if not 1 <= ns.round <= spec.rounds or ns.step >= spec.tree.expansions:
+        return f"round {ns.round} step {ns.step} is outside {spec.rounds} round(s) of {spec.tree.expansions}"
+    return ""
 
 
 def executed_body(

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from treegrpo import events as ev
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.events import INFRASTRUCTURE, Kind, Status
 from treegrpo.infra import FaultStreak, retry_or_give_up
@@ -134,6 +135,9 @@ class GraderService(Service):
             raise PermanentError(
                 f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}"
             )
+        misfit = ev.misderived(run_id, ex)
+        if misfit:  # no executor of ours wrote it: grading it would add a node to the run
+            raise PermanentError(f"not a node of run {run_id}: {misfit}")
         prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)
         if prior is not None:
             graded = prior.node_graded

@@ -29,6 +29,7 @@ from treegrpo.v1 import weights_pb2 as wpb
 from treegrpo.v1 import weights_pb2_grpc as wgrpc
 
 log = logging.getLogger(__name__)
+RETRY_SOON_S = 3.0  # a push the sampler answered with an error goes again after this, not loaded_timeout_s
 CHUNK = 1 << 20  # the contract's chunk limit: 1 MiB
 STATE_FILE = "treegrpo_state.json"
 
@@ -155,8 +156,10 @@ class Publisher:
         started = time.perf_counter()
         attempt = 0
         for attempt in range(1, self.attempts + 1):  # noqa: B007 (reported below)
-            await asyncio.gather(*(self._push_one(e, run_id, pub) for e in self.endpoints))
-            facts = await self._wait_loaded(run_id, pub)
+            again = await asyncio.gather(*(self._push_one(e, run_id, pub) for e in self.endpoints))
+            facts = await self._wait_loaded(
+                run_id, pub, RETRY_SOON_S if any(again) else self.loaded_timeout_s
+            )
             if facts is not None:
                 return {
                     "push_attempts": float(attempt),
@@ -186,20 +189,25 @@ class Publisher:
             "push_confirmed": 0.0,
         }
 
-    async def _push_one(self, endpoint: str, run_id: str, pub: Published) -> None:
+    async def _push_one(self, endpoint: str, run_id: str, pub: Published) -> bool:
+        """Push once; True when it should go again soon: the sampler answered with an error of its
+        own (its confirmation's write failed, a stream leader lost mid-publish; issue 32)."""
         try:
             ack = await push(endpoint, run_id, pub, self.push_timeout_s)
         except grpc.aio.AioRpcError as exc:
             log.warning("push of v%d to %s failed: %s %s", pub.version, endpoint, exc.code(), exc.details())
-            return
+            return exc.code() == grpc.StatusCode.UNKNOWN
         if not ack.accepted:
             log.warning("sampler %s refused v%d: %s", endpoint, pub.version, ack.reason)
+        return False
 
-    async def _wait_loaded(self, run_id: str, pub: Published) -> list[pb.PolicyLoaded] | None:
+    async def _wait_loaded(
+        self, run_id: str, pub: Published, timeout_s: float
+    ) -> list[pb.PolicyLoaded] | None:
         """Every expected sampler's `policy.loaded` of this version; None when some never came."""
         if self.expect == 0:
             return []
-        deadline = time.monotonic() + self.loaded_timeout_s
+        deadline = time.monotonic() + timeout_s
         delay = 0.02
         while time.monotonic() < deadline:
             facts = await loaded_facts(self.bus, run_id, pub.version, pub.sha256)

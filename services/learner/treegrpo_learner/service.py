@@ -16,6 +16,7 @@ import time
 
 from opentelemetry import trace
 
+from treegrpo import events as ev
 from treegrpo.bus import ConsumerOptions, Deferred, Delivery, PermanentError, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
@@ -94,16 +95,23 @@ class LearnerService(Service):
     # ---- handlers ------------------------------------------------------------------------------
     async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
         run_id = event.envelope.run_id
+        try:  # checked even while busy with another run: a bad spec is dead-lettered, never acked
+            spec = RunSpec.of_run(run_id, event.run_started.run_spec_json)
+        except ValueError as exc:  # nothing a retry can fix (it was retried for minutes)
+            raise PermanentError(f"bad run spec: {exc}") from exc
         if self.active is None and (not self.config.run_id or self.config.run_id == run_id):
-            spec = RunSpec.from_json(event.run_started.run_spec_json)
             if spec.train:
                 await self._ensure_run(run_id)
 
     async def on_run_ended(self, event: pb.Event, delivery: Delivery) -> None:
         """The run this learner trains ended (stopped, failed, completed): let it go, so an
         unscoped learner can take the next run. Its waiting groups go back unacked."""
+        misfit = await self.bus.attempt_misfit(event.envelope.run_id, event)
+        if misfit:  # else a forged end of an attempt that never was would let the run go
+            raise TransientError(f"run {event.envelope.run_id}: {misfit}", 2.0)
         run = self.active
         if run is None or run.run_id != event.envelope.run_id or self.config.run_id:
+            await self._require_started(event.envelope.run_id)  # else dead-lettered, with the reason
             return  # a scoped learner stops with its runner
         async with self._opening:
             if self.active is run:
@@ -115,8 +123,11 @@ class LearnerService(Service):
         run_id = event.envelope.run_id
         if self.config.run_id and run_id != self.config.run_id:
             return
-        run = await self._ensure_run(run_id)
         gs = event.group_scored
+        misfit = ev.misderived(run_id, gs)
+        if misfit:  # no grader of ours scored it: training on it would train a group the run never had
+            raise PermanentError(f"not a group of run {run_id}: {misfit}")
+        run = await self._ensure_run(run_id)
         if run is None or gs.sibling_group in run.trained or not gs.members:
             return  # search-only run, already trained (a redelivery after a crash), or empty
         if gs.sibling_group in run.inflight:  # a redelivery while its step runs: share that outcome
@@ -145,10 +156,14 @@ class LearnerService(Service):
         async with self._opening:
             if self.active is not None:
                 if self.active.run_id != run_id:
+                    await self._require_started(run_id)  # a run that does not exist is not waiting
                     # one run at a time: the other run's groups wait (never dead-lettered for it)
                     raise Deferred(f"learner is busy with run {self.active.run_id}", 30.0)
                 return self.active
-            started = await self.bus.run_start(run_id)
+            try:
+                started = await self.bus.run_start(run_id)
+            except ValueError as exc:  # the recorded spec does not validate, or is another run's
+                raise PermanentError(f"bad run spec: {exc}") from exc
             if started is None:
                 raise TransientError(f"run {run_id} has no run.started yet", 2.0)
             spec = started.spec
@@ -170,6 +185,12 @@ class LearnerService(Service):
             self.active = run
             self.wandb.start(run_id, self.config)
             return run
+
+    async def _require_started(self, run_id: str) -> pb.Event:
+        started = await self.bus.last_event(run_id, Kind.RUN_STARTED)
+        if started is None:
+            raise TransientError(f"run {run_id} has no run.started yet", 2.0)
+        return started
 
     # ---- the loop ------------------------------------------------------------------------------
     async def _train_loop(self) -> None:

@@ -92,6 +92,16 @@ class AdapterLoader:
         self.serving_run = ""  # adapters belong to one run; version 0 (the base model) to every run
         self._lock = asyncio.Lock()
         self.loaded = asyncio.Event()  # set after every successful swap (waiters re-check versions)
+        self._confirmation: pb.Event | None = None  # the last swap's policy.loaded
+
+    async def _confirm(self, version: int) -> None:
+        """Publish the serving version's `policy.loaded` again: a swap whose confirmation the bus
+        did not take (a stream leader lost mid-publish) left the learner waiting for it, and its
+        re-push found the version already serving. The id is deterministic: a republish of a
+        stored confirmation is dropped by the server."""
+        done = self._confirmation
+        if done is not None and done.policy_loaded.version == version:
+            await self.bus.publish(done)
 
     def _refuse(self, reason: str) -> LoadResult:
         log.warning("adapter refused: %s (still serving v%d)", reason, self.backend.version)
@@ -113,6 +123,7 @@ class AdapterLoader:
         async with self._lock:
             if version == self.backend.version and version > 0:
                 if claimed_sha == self.serving_sha:
+                    await self._confirm(version)
                     return LoadResult(True, "already serving", version, self.serving_sha)
                 return self._refuse(f"v{version} is already serving with sha256 {self.serving_sha[:12]}…")
             if version < self.backend.version:
@@ -167,7 +178,8 @@ class AdapterLoader:
         if slept:
             body.sleep_seconds = self.backend.last_sleep_seconds
             body.wake_seconds = self.backend.last_wake_seconds
-        await self.bus.publish(events.make_event(run_id, self.producer, body))
+        self._confirmation = events.make_event(run_id, self.producer, body)
+        await self.bus.publish(self._confirmation)
         self.loaded.set()
         self.loaded = asyncio.Event()
         log.info("serving v%d of run %s (swap %.3fs)", version, run_id, seconds)
@@ -176,6 +188,7 @@ class AdapterLoader:
     async def pull(self, run_id: str, published: pb.PolicyPublished) -> LoadResult:
         """Fetch a published version from the object store and load it (no push came)."""
         if published.version <= self.backend.version:
+            await self._confirm(published.version)
             return LoadResult(True, "already serving", self.backend.version, self.serving_sha)
         dest = self.workdir / run_id / f"pull-v{published.version}.tar"
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from treegrpo import events
+from treegrpo.bus import attempts
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -91,7 +92,8 @@ class RunState:
 
     def _reopen_or_close(self) -> None:
         """Open while fewer attempts ended than were started (1 + resumes); sets, so idempotent."""
-        self.completed = self.finished or len(self.ended) >= 1 + len(self.resumed)
+        attempt, ended = attempts(self.ended, self.resumed)
+        self.completed = self.finished or ended >= attempt
 
     def _on_round_started(self, body: pb.RoundStarted) -> None:
         rs = self.round(body.task, body.round)

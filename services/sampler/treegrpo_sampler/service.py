@@ -25,6 +25,7 @@ from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler import _expand, _respend
 from treegrpo_sampler._adapters import AdapterLoader, VersionGate
+from treegrpo_sampler._checks import check_adapter, check_attempt, check_group, require_started
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
 from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
@@ -116,8 +117,14 @@ class SamplerService(Service):
         runs (ours alone when scoped to one). A run whose last attempt ended (stopped, failed,
         completed) is never picked up again until `treegrpo run --resume` reopens it."""
         for run_id in [self.run_id] if self.run_id else await self.bus.run_ids():
-            if (await self.bus.run_ends(run_id)).open:
+            if not (await self.bus.run_ends(run_id)).open:
+                continue
+            try:
                 await self.ensure_run(run_id)
+            except ValueError as exc:  # one bad run.started on the stream must not stop a restart
+                if self.run_id:  # of the run this sampler serves: nothing it can do (permanent)
+                    raise
+                log.error("run %s: not resumed, its run.started is bad: %s", run_id, exc)
 
     async def on_stop(self) -> None:
         for task in [self._pump_task, *self._busy.values(), *self._pulls.values()]:
@@ -161,13 +168,19 @@ class SamplerService(Service):
 
     async def on_run_completed(self, event: pb.Event, delivery: Delivery) -> None:
         """run.completed or run.ended: stop sampling the run (groups in flight finish)."""
+        if event.HasField("run_ended"):
+            await check_attempt(self.bus, event)
         state = self.runs.get(event.envelope.run_id)
         if state is not None:
             state.apply(event)
+        else:
+            await require_started(self.bus, event.envelope.run_id)
 
     async def on_run_resumed(self, event: pb.Event, delivery: Delivery) -> None:
+        await check_attempt(self.bus, event)
         state = self.runs.get(event.envelope.run_id)
         if state is None:
+            await require_started(self.bus, event.envelope.run_id)
             await self.ensure_run(event.envelope.run_id)
             return
         state.apply(event)
@@ -175,6 +188,7 @@ class SamplerService(Service):
         self._wake.set()
 
     async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
+        check_group(event.envelope.run_id, event.group_scored)
         state = await self.ensure_run(event.envelope.run_id)
         if state is None:
             raise TransientError("group scored before its run.started is visible", 2.0)
@@ -188,6 +202,9 @@ class SamplerService(Service):
         state = await self.ensure_run(event.envelope.run_id)
         if state is None:
             raise TransientError("policy published before its run.started is visible", 2.0)
+        await check_adapter(
+            self.bus, self.config.grpc.max_adapter_bytes, event.envelope.run_id, event.policy_published
+        )
         state.apply(event)
         self._schedule_pull(state, event.policy_published, self.config.grpc.pull_after_s)
 
