@@ -25,23 +25,24 @@ def sampled(run: str, node: str, code: str) -> pb.Event:
     return ev.make_event(run, "sampler", pb.NodeSampled(node_id=node, code=code, sibling_group="g"))
 
 
-async def test_last_events_reads_the_newest_fact_of_each_key_in_one_request(bus):
+async def test_last_events_reads_the_fact_of_each_key_in_one_request_and_the_first_fact_stands(bus):
     await bus.publish_many([sampled("r1", f"n{i}", f"print({i})") for i in range(6)])
     await bus.publish(sampled("r2", "n1", "another run"))
-    newer = sampled("r1", "n2", "print('again')")  # a second message on n2's subject (no dedup id)
+    # a later message with other content on n2's subject, not under its own id: not the fact
+    newer = sampled("r1", "n2", "print('again')")
     await bus.publish_raw(ev.subject_of(newer), ev.encode(newer))
     bus.reads = Reads()
     found = await bus.last_events("r1", Kind.NODE_SAMPLED, ["n0", "n1", "n2", "n5", "gone"])
     assert {k: e.node_sampled.code for k, e in found.items()} == {
         "n0": "print(0)",
         "n1": "print(1)",
-        "n2": "print('again')",
+        "n2": "print(2)",
         "n5": "print(5)",
     }
-    assert bus.reads == Reads(batches=1, messages=4)
+    assert bus.reads == Reads(lookups=1, batches=1, messages=4)  # n2's first fact: one direct get
     assert await bus.last_events("r1", Kind.NODE_SAMPLED, []) == {}
     assert await bus.last_events("r1", Kind.NODE_SAMPLED, ["gone", "also-gone"]) == {}
-    assert bus.reads.total == 2  # no keys: no request; keys of which none has a fact: one
+    assert bus.reads.total == 3  # no keys: no request; keys of which none has a fact: one
     many = [f"m{i:03d}" for i in range(300)]  # more keys than one batched request takes
     await bus.publish_many([sampled("r3", k, k) for k in many])
     bus.reads = Reads()
