@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.registry import SERVICES
+from treegrpo.plugins import SERVICES
 from treegrpo.runner import load_run_file
 from treegrpo.runner._examples import example, example_names
 from treegrpo_learner.sft._demo import DEMO_SFT, DEMO_SIZE, fingerprint

@@ -60,7 +60,7 @@ def test_an_unknown_table_is_rejected_naming_it(tmp_path):
 
 @pytest.mark.parametrize("name", ["sampler", "executor", "grader", "learner"])
 def test_the_config_registry_names_each_services_own_config_class(name):
-    from treegrpo.registry import config_class, service_class
+    from treegrpo.plugins import config_class, service_class
 
     assert config_class(name) is service_class(name).config_cls
 

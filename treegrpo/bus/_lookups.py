@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._errors import BusWriteError
 from treegrpo.bus._names import STREAM
 from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, _checked, _Cursor
@@ -76,7 +76,7 @@ class RunStart:
     @property
     def imported(self) -> bool:
         """History read back from an archive (`treegrpo archive import`): never work to redo."""
-        return self.producer == ev_mod.IMPORTED_PRODUCER
+        return self.producer == events.IMPORTED_PRODUCER
 
 
 class Lookups:
@@ -86,10 +86,10 @@ class Lookups:
         """The latest event on one exact subject (e.g. node X's `node.sampled`), or None."""
         self.reads.lookups += 1
         try:
-            raw = await self.js.get_last_msg(STREAM, ev_mod.subject(run_id, kind, key), direct=True)
+            raw = await self.js.get_last_msg(STREAM, events.subject(run_id, kind, key), direct=True)
         except NotFoundError:
             return None
-        return ev_mod.decode(raw.data)
+        return events.decode(raw.data)
 
     async def last_events(
         self, run_id: str, kind: str, keys: Sequence[str | tuple]
@@ -97,16 +97,16 @@ class Lookups:
         """The latest event of each key (e.g. a group's `node.sampled` facts) in one request: a
         batched direct get of their exact subjects (up to `MULTI_LAST_MAX` a request). A key with
         no event (or an undecodable one) is absent from the answer."""
-        subjects = {ev_mod.subject(run_id, kind, k): k for k in keys}
+        subjects = {events.subject(run_id, kind, k): k for k in keys}
         names, out = list(subjects), {}
         for i in range(0, len(names), MULTI_LAST_MAX):
             for subject, data in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
                 try:
-                    event = ev_mod.decode(data)
-                except ev_mod.UndecodableEvent:
+                    event = events.decode(data)
+                except events.UndecodableEvent:
                     log.warning("lookup skipped an undecodable message on %s", subject)
                     continue
-                if ev_mod.subject_of(event) == subject:
+                if events.subject_of(event) == subject:
                     out[subjects[subject]] = event
         return out
 
@@ -171,7 +171,7 @@ class Lookups:
         ack policy is none) re-opens the read after the last event handed out; a server that gives
         nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads are
         skipped here (the live consumers dead-letter them)."""
-        filters = [ev_mod.subject_filter(k, run_id) for k in kinds] if kinds else [ev_mod.run_filter(run_id)]
+        filters = [events.subject_filter(k, run_id) for k in kinds] if kinds else [events.run_filter(run_id)]
         async for item in self._read(run_id, filters, batch, patience_s, after=after):
             yield item
 
@@ -219,8 +219,8 @@ class Lookups:
         `stop` is set (looked at every `poll_s`) or the caller stops. An undecodable message is
         skipped; `on_undecodable(subject, error)` hears of it. Errors of the subscription (a server
         restart) end it: the caller follows again and drops what it saw by event id."""
-        ev_mod.check_token(run_id, "run id")  # a pattern would follow other runs too
-        sub = await self.js.subscribe(ev_mod.run_filter(run_id), stream=STREAM, ordered_consumer=True)
+        events.check_token(run_id, "run id")  # a pattern would follow other runs too
+        sub = await self.js.subscribe(events.run_filter(run_id), stream=STREAM, ordered_consumer=True)
         try:
             while stop is None or not stop.is_set():
                 try:
@@ -228,8 +228,8 @@ class Lookups:
                 except TimeoutError:
                     continue
                 try:
-                    event = ev_mod.decode(msg.data)
-                except ev_mod.UndecodableEvent as exc:
+                    event = events.decode(msg.data)
+                except events.UndecodableEvent as exc:
                     if on_undecodable is not None:
                         on_undecodable(msg.subject, exc)
                     continue
@@ -243,7 +243,7 @@ class Lookups:
     ) -> dict[str, int]:
         """The subjects of a run (of one kind; of the keys under `under`) with how many messages
         each holds: one stream-info request, no event read."""
-        pattern = ev_mod.subject_filter(kind, run_id, under) if kind else ev_mod.run_filter(run_id)
+        pattern = events.subject_filter(kind, run_id, under) if kind else events.run_filter(run_id)
         return await self._subjects(pattern)
 
     async def _subjects(self, pattern: str) -> dict[str, int]:
@@ -265,7 +265,7 @@ class Lookups:
 
     async def run_ends(self, run_id: str) -> RunEnds:
         """How the run's attempts ended so far, from the subjects alone (one request)."""
-        subjects = await self._subjects(ev_mod.run_filter(run_id, "run"))
+        subjects = await self._subjects(events.run_filter(run_id, "run"))
         kinds = [".".join(s.split(".")[2:4]) for s in subjects]
         return RunEnds(
             started=Kind.RUN_STARTED in kinds,

@@ -17,7 +17,7 @@ import time
 
 from nats.js import api
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._errors import ReplayIncomplete
 from treegrpo.bus._names import STREAM
 from treegrpo.v1 import events_pb2 as pb
@@ -112,11 +112,11 @@ class _Cursor:
 def _checked(m) -> pb.Event | None:
     """The event in `m`, or None (logged) when its body is undecodable or not of its subject."""
     try:
-        event = ev_mod.decode(m.data)
-    except ev_mod.UndecodableEvent:
+        event = events.decode(m.data)
+    except events.UndecodableEvent:
         log.warning("replay skipped undecodable message %s", m.metadata.sequence.stream)
         return None
-    if ev_mod.subject_of(event) != m.subject:
+    if events.subject_of(event) != m.subject:
         log.warning("replay skipped %s: body does not match its subject", m.subject)
         return None
     return event

@@ -8,7 +8,7 @@
     [learner]    # LearnerConfig fields
 
 Each service section is typed by that service's own config class (its `treegrpo.configs` entry
-point, `treegrpo/registry.py`; sections of services not installed here are checked where they
+point, `treegrpo/plugins.py`; sections of services not installed here are checked where they
 run), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A section stays partial:
 the keys the file sets; defaults and the service's environment resolve in the service's own
 process, where the runner validates the wired config again before starting it.
@@ -33,7 +33,7 @@ from treegrpo.config import (
     parse_overrides,
     read_toml,
 )
-from treegrpo.registry import installed_services
+from treegrpo.plugins import installed_services
 
 
 class RunnerSettings(Section):
@@ -125,7 +125,7 @@ class RunFile(BaseModel):
     def service(self, name: str) -> ServiceSettings:
         """The [name] section as the service's config class reads it; `model_fields_set` = the keys
         the file sets. ConfigError naming the section and the field."""
-        from treegrpo.registry import config_class
+        from treegrpo.plugins import config_class
 
         return from_values(config_class(name), self.section(name), f"[{name}]")
 

@@ -90,7 +90,7 @@ def service_sections(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_d
 def validate_sections(sections: dict[str, dict]) -> None:
     """Fail before anything starts if a service section is wrong (names the field)."""
     from treegrpo.config import load
-    from treegrpo.registry import config_class
+    from treegrpo.plugins import config_class
 
     for name, data in sections.items():
         try:

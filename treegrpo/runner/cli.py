@@ -138,7 +138,7 @@ def demo(
     overrides = list(set_)
     if not skip_sft:
         from treegrpo.config import treegrpo_home
-        from treegrpo.registry import NotInstalled, hook
+        from treegrpo.plugins import NotInstalled, hook
 
         try:
             prepare_demo_policy = hook("demo_policy", provider="learner")

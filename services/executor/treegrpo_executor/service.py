@@ -8,7 +8,7 @@ backend, store the submission in `tg-submissions` at `<run>/<node>/submission.cs
 the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
 A script's failure is a status; our own failures (sandbox, workspace, object store) are retried
 `infra.attempts` times, then the node is recorded with status `infrastructure` (masked out of its
-group: treegrpo/infra.py), and `infra.fail_after` such nodes in a row stop the run: this executor
+group: treegrpo/fault_policy.py), and `infra.fail_after` such nodes in a row stop the run: this executor
 cannot run scripts.
 """
 
@@ -24,7 +24,7 @@ from opentelemetry import trace
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import INFRASTRUCTURE, Kind
-from treegrpo.infra import FaultStreak, retry_or_give_up
+from treegrpo.fault_policy import FaultStreak, retry_or_give_up
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_executor._gate import Declaration, parse_declaration
