@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.learner_events import scored_group  # noqa: E402
-from treegrpo import events as ev  # noqa: E402
+from treegrpo import events  # noqa: E402
 from treegrpo.bus import Bus  # noqa: E402
 from treegrpo.embedded import EmbeddedNats  # noqa: E402
 from treegrpo.events import Kind  # noqa: E402
@@ -135,7 +135,7 @@ async def imported_groups(bus: Bus, nodes: int) -> tuple[dict, float]:
         for i in range(size)
         for g in range(groups)
     ]
-    await bus.publish_many([ev.make_event("imp", "archive-import", f) for f in facts])
+    await bus.publish_many([events.make_event("imp", "archive-import", f) for f in facts])
     tracker = GroupTracker(bus, Shaping())
     scored = []
 

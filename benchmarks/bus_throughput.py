@@ -20,7 +20,7 @@ import time
 
 from nats.js import api
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import STREAM, Bus, Consumer, ConsumerOptions
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.v1 import events_pb2 as pb
@@ -29,7 +29,7 @@ PAYLOAD = "x" * 900  # with the envelope: ~1 KiB on the wire
 
 
 def make(run: str, i: int) -> pb.Event:
-    return ev.make_event(run, "bench", pb.NodeSampled(node_id=f"n{i:08d}", task="bench", code=PAYLOAD))
+    return events.make_event(run, "bench", pb.NodeSampled(node_id=f"n{i:08d}", task="bench", code=PAYLOAD))
 
 
 async def publish_all(bus: Bus, run: str, n: int, chunk: int = 2000) -> None:
@@ -107,7 +107,9 @@ async def latency(bus: Bus, run: str, rate: int, seconds: float) -> list[float]:
         if delay > 0:
             await asyncio.sleep(delay)
         await bus.js.publish_async(
-            f"tg.{run}.node.sampled.n{i:08d}", ev.encode(make(run, i)), headers={"Nats-Msg-Id": f"{run}.{i}"}
+            f"tg.{run}.node.sampled.n{i:08d}",
+            events.encode(make(run, i)),
+            headers={"Nats-Msg-Id": f"{run}.{i}"},
         )
     await asyncio.wait_for(stop.wait(), 30)
     await task

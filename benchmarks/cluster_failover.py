@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from treegrpo import events as ev  # noqa: E402
+from treegrpo import events  # noqa: E402
 from treegrpo.bus import STREAM, Bus  # noqa: E402
 from treegrpo.embedded import find_binary, free_port  # noqa: E402
 from treegrpo.v1 import events_pb2 as pb  # noqa: E402
@@ -79,7 +79,7 @@ async def trial(bus: Bus, servers: dict[str, Server], fault: str, n: int) -> flo
             i += 1
             body = pb.NodeSampled(node_id=f"{fault}-{n}-{i}", task="t", round=1)
             try:
-                await asyncio.wait_for(bus.publish(ev.make_event("failover", "bench", body)), 2.0)
+                await asyncio.wait_for(bus.publish(events.make_event("failover", "bench", body)), 2.0)
                 accepted.append(time.monotonic())
             except Exception:  # refused or timed out: the pause
                 pass

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cluster_failover import Server, leader  # noqa: E402
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv  # noqa: E402
-from treegrpo import events as ev  # noqa: E402
+from treegrpo import events  # noqa: E402
 from treegrpo.bus import STREAM, Bus  # noqa: E402
 from treegrpo.embedded import free_port  # noqa: E402
 from treegrpo.events import Kind  # noqa: E402
@@ -57,7 +57,7 @@ async def last_seq(bus: Bus) -> int:
 
 async def inject(bus: Bus, servers: dict[str, Server], fault: str, down_s: float, run) -> dict:
     """Wait until 4 nodes are graded, inject the fault, time the pause, bring the server back."""
-    subject = f"{ev.SUBJECT_ROOT}.{RUN}.node.graded.>"
+    subject = f"{events.SUBJECT_ROOT}.{RUN}.node.graded.>"
     while run.poll() is None:
         info = await bus.js.stream_info(STREAM, subjects_filter=subject)
         if len(info.state.subjects or {}) >= 4:
@@ -100,7 +100,7 @@ async def written_once(bus: Bus) -> dict:
     for kind in (Kind.NODE_SAMPLED, Kind.NODE_EXECUTED, Kind.NODE_GRADED, Kind.GROUP_SCORED):
         for _ in range(30):  # a restarted server may still be catching up: its requests time out
             try:
-                info = await bus.js.stream_info(STREAM, subjects_filter=ev.subject_filter(kind, RUN))
+                info = await bus.js.stream_info(STREAM, subjects_filter=events.subject_filter(kind, RUN))
                 break
             except Exception:
                 await asyncio.sleep(1.0)

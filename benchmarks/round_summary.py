@@ -22,7 +22,7 @@ import statistics
 import tempfile
 import time
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive import RunFacts, SampledFacts, node_record, round_summary
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
@@ -34,10 +34,10 @@ from treegrpo_sampler.service import SamplerService
 
 
 def round_events(run: str, r: int, nodes: int) -> tuple[list[pb.Event], list[pb.NodeSampled]]:
-    out, sampled = [ev.make_event(run, "bench", pb.RoundStarted(task="t", round=r, started_unix=1))], []
+    out, sampled = [events.make_event(run, "bench", pb.RoundStarted(task="t", round=r, started_unix=1))], []
     for i in range(nodes):
         step, index = divmod(i, 16)
-        nid = ev.node_id(run, "t", r, step, index)
+        nid = events.node_id(run, "t", r, step, index)
         g = pb.NodeGraded(
             node_id=nid,
             task="t",
@@ -45,11 +45,11 @@ def round_events(run: str, r: int, nodes: int) -> tuple[list[pb.Event], list[pb.
             step=step,
             status="ok" if i % 3 else "crashed",
             exec_time=1.0 + i,
-            sibling_group=ev.group_id(run, "t", r, step),
+            sibling_group=events.group_id(run, "t", r, step),
         )
         if i % 3:
             g.oriented, g.test_metric = i * 0.01, i * 0.01
-        out.append(ev.make_event(run, "bench", g))
+        out.append(events.make_event(run, "bench", g))
         sampled.append(
             pb.NodeSampled(node_id=nid, task="t", round=r, step=step, index_in_group=index, gen_seconds=0.5)
         )
@@ -79,7 +79,7 @@ async def old_round_end(bus: Bus, run: str, r: int, ids: list[str]) -> int:
     )
     if best is not None:
         body.best_test_metric, body.best_node_id = best[2], best[1]
-    await bus.publish(ev.make_event(run, "bench-old", body))
+    await bus.publish(events.make_event(run, "bench-old", body))
     return len(ids)
 
 
@@ -91,17 +91,17 @@ def scored_round(bus: Bus, run: str, nodes: int) -> tuple[SamplerService, RunSta
     spec = RunSpec(run_id=run, tasks=["t"], rounds=2, tree={"expansions": nodes // 16, "group_size": 16})
     state = RunState(run, spec)
     for step in range(nodes // 16):
-        group = pb.GroupScored(sibling_group=ev.group_id(run, "t", 1, step), task="t", round=1, step=step)
+        group = pb.GroupScored(sibling_group=events.group_id(run, "t", 1, step), task="t", round=1, step=step)
         for i in range(16):
-            group.members.add(node_id=ev.node_id(run, "t", 1, step, i), reward=0.0, status="ok")
+            group.members.add(node_id=events.node_id(run, "t", 1, step, i), reward=0.0, status="ok")
         state.apply(pb.Event(group_scored=group))
     return svc, state, state.round("t", 1)
 
 
-def derive(run: str, events: list[pb.Event], sampled: list[pb.NodeSampled]) -> float:
+def derive(run: str, before: list[pb.Event], sampled: list[pb.NodeSampled]) -> float:
     t0 = time.perf_counter()
     facts = RunFacts(run)
-    for e in [*events, ev.make_event(run, "bench", pb.RoundCompleted(task="t", round=1))]:
+    for e in [*before, events.make_event(run, "bench", pb.RoundCompleted(task="t", round=1))]:
         facts.add(e)
     rf = next(iter(facts.rounds.values()))
     recs = [node_record(facts.graded[n], None, None, False) for n in rf.node_ids]

@@ -16,7 +16,7 @@ import sys
 
 NOW = "from treegrpo.runner import load_run_file\nload_run_file({path!r})\n"
 BEFORE = NOW + (
-    "from treegrpo.registry import service_class\n"
+    "from treegrpo.plugins import service_class\n"
     "for n in ('sampler', 'executor', 'grader', 'learner'):\n    service_class(n).config_cls\n"
 )
 TIMED = "import time\nt = time.perf_counter()\n{body}print(time.perf_counter() - t)\n"

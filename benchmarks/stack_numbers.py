@@ -39,7 +39,7 @@ from tests.stack._stack import REPLAY_TOKENS, STACK_DIR, Stack, attached_run, sa
 from tests.stack.conftest import tiny_model  # noqa: E402
 from treegrpo.embedded import EmbeddedNats, free_port  # noqa: E402
 
-CORPUS = ROOT / "treegrpo" / "data" / "corpus" / "spooky-mini"
+CORPUS = ROOT / "services" / "learner" / "treegrpo_learner" / "sft" / "corpus" / "spooky-mini"
 RESULTS = ROOT / "benchmarks" / "results"
 RUN = "treegrpo/examples/run-small.toml"
 

@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 PY=${1:-${PYTHON:-python3}}
 "$PY" -m pip install -q --no-deps --no-index --no-build-isolation \
   -e . -e services/sampler -e services/executor -e services/grader -e services/learner
-"$PY" -c "from treegrpo.registry import installed_services as s; print('treegrpo services:', *s())"
+"$PY" -c "from treegrpo.plugins import installed_services as s; print('treegrpo services:', *s())"

@@ -26,13 +26,13 @@ import json
 import random
 from dataclasses import dataclass
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import ADAPTERS, DLQ_STREAM, SUBMISSIONS, Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 CONSUMED: dict[Kind, tuple[str, ...]] = {
-    k: tuple(sorted(r.consumers)) for k, r in ev.TOPOLOGY.items() if r.consumers
+    k: tuple(sorted(r.consumers)) for k, r in events.TOPOLOGY.items() if r.consumers
 }
 CASES = (
     "random",
@@ -110,7 +110,7 @@ def _mutated(fact: pb.Event, rng: random.Random) -> pb.Event:
     """The same fact (same id, same subject) with other content."""
     out = pb.Event()
     out.CopyFrom(fact)
-    body = ev.body_of(out)
+    body = events.body_of(out)
     for name in ("code", "status", "run_spec_json", "sha256", "reason"):
         if name in body.DESCRIPTOR.fields_by_name:
             setattr(body, name, getattr(body, name) + f" fuzz {_hex(rng)}")
@@ -145,39 +145,41 @@ class Fuzzer:
     async def one(self, kind: Kind, case: str, facts: dict[Kind, list[pb.Event]]) -> Sent | None:
         """One fuzzed message of `case` on a subject of `kind`; None where the case has none."""
         rng, run = self.rng, self.run_id
-        forged = ev.make_event(run, self._producer(kind), forged_body(kind, run, rng))
-        subject = ev.subject_of(forged)
+        forged = events.make_event(run, self._producer(kind), forged_body(kind, run, rng))
+        subject = events.subject_of(forged)
         headers = {"Nats-Msg-Id": f"fuzz-{_hex(rng, 24)}"}
         if case == "random":
             data = rng.randbytes(rng.randint(1, 4096))
         elif case == "truncated":
-            whole = ev.encode(forged)
+            whole = events.encode(forged)
             data = whole[: rng.randint(0, len(whole) - 1)]
         elif case == "unknown_oneof":
             data = _unknown_oneof(run, rng)
         elif case == "wrong_run":
-            other = ev.make_event(f"fz{_hex(rng, 8)}", "fuzz/x", forged_body(kind, run, rng))
+            other = events.make_event(f"fz{_hex(rng, 8)}", "fuzz/x", forged_body(kind, run, rng))
             data, subject = (
-                ev.encode(other),
-                ev.subject_of(other).replace(f".{other.envelope.run_id}.", f".{run}.", 1),
+                events.encode(other),
+                events.subject_of(other).replace(f".{other.envelope.run_id}.", f".{run}.", 1),
             )
         elif case == "missing_run":
             forged.envelope.run_id = ""
-            data = ev.encode(forged)
+            data = events.encode(forged)
         elif case == "foreign_run":
-            foreign = ev.make_event(f"fz{_hex(rng, 8)}", "fuzz/x", forged_body(kind, run, rng))
-            data, subject = ev.encode(foreign), ev.subject_of(foreign)
+            foreign = events.make_event(f"fz{_hex(rng, 8)}", "fuzz/x", forged_body(kind, run, rng))
+            data, subject = events.encode(foreign), events.subject_of(foreign)
         elif case == "forged":
             if kind == Kind.RUN_COMPLETED:
                 return None  # the run's first run.completed would be the fact (see the module's doc)
             if kind in TREE_KINDS:  # dead-lettered on the live run too, but projections would read it
-                forged = ev.make_event(f"fz{_hex(rng, 8)}", self._producer(kind), forged_body(kind, run, rng))
-            data, subject = ev.encode(forged), ev.subject_of(forged)
+                forged = events.make_event(
+                    f"fz{_hex(rng, 8)}", self._producer(kind), forged_body(kind, run, rng)
+                )
+            data, subject = events.encode(forged), events.subject_of(forged)
         elif case == "duplicate":
             if not facts.get(kind):
                 return None
             dup = _mutated(rng.choice(facts[kind]), rng)
-            data, subject = ev.encode(dup), ev.subject_of(dup)
+            data, subject = events.encode(dup), events.subject_of(dup)
             if rng.random() < 0.5:
                 headers = {"Nats-Msg-Id": dup.envelope.event_id}
         elif case == "oversized":
@@ -192,7 +194,7 @@ class Fuzzer:
     @staticmethod
     def _producer(kind: Kind) -> str:
         """A forger claims to be the kind's producer (the envelope's producer is self-declared)."""
-        return f"{min(ev.TOPOLOGY[kind].producers)}/fuzz"
+        return f"{min(events.TOPOLOGY[kind].producers)}/fuzz"
 
     async def _oversized(self, kind: Kind) -> tuple[bytes, str]:
         if kind == Kind.POLICY_PUBLISHED:
@@ -206,15 +208,15 @@ class Fuzzer:
             body = forged_body(kind, self.run_id, self.rng)
             body.submission_key = key
         run = self.run_id if kind == Kind.POLICY_PUBLISHED else f"fz{_hex(self.rng, 8)}"
-        event = ev.make_event(run, self._producer(kind), body)
-        return ev.encode(event), ev.subject_of(event)
+        event = events.make_event(run, self._producer(kind), body)
+        return events.encode(event), events.subject_of(event)
 
 
 async def run_facts(bus: Bus, run_id: str) -> dict[Kind, list[pb.Event]]:
     """The run's facts so far, by kind (the `duplicate` case copies them)."""
     out: dict[Kind, list[pb.Event]] = {}
     async for _, event in bus.replay(run_id, list(CONSUMED)):
-        out.setdefault(ev.kind_of(event), []).append(event)
+        out.setdefault(events.kind_of(event), []).append(event)
     return out
 
 
@@ -230,7 +232,7 @@ async def dead_letters(bus: Bus) -> dict[tuple[str, int], str]:
         while pending > 0:
             msgs = await sub.fetch(min(pending, 512), timeout=5)
             for m in msgs:
-                body = ev.decode(m.data).dead_lettered
+                body = events.decode(m.data).dead_lettered
                 owner = m.subject.split(".")[1]
                 out[(owner, body.stream_seq)] = body.reason
             pending = msgs[-1].metadata.num_pending if msgs else 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, TreeSettings
 from treegrpo.events import Kind
@@ -38,7 +38,7 @@ async def start_run(bus: Bus, spec: RunSpec) -> None:
         train=spec.train,
         max_staleness=spec.max_staleness,
     )
-    await bus.publish(ev_mod.make_event(spec.run_id, "test/cli", body))
+    await bus.publish(events.make_event(spec.run_id, "test/cli", body))
 
 
 async def scored_group(
@@ -58,12 +58,12 @@ async def scored_group(
 ) -> str:
     """Publish G node.sampled facts and then the group's group.scored; returns the group id."""
     rng = random.Random(f"{run_id}/{task}/{round_}/{step}/{seed}")
-    group = ev_mod.group_id(run_id, task, round_, step)
+    group = events.group_id(run_id, task, round_, step)
     statuses = list(statuses or ["ok"] * len(rewards))
     prompt = [rng.randrange(3, vocab) for _ in range(prompt_len)]
     members = []
     for i, (reward, status) in enumerate(zip(rewards, statuses, strict=True)):
-        node = ev_mod.node_id(run_id, task, round_, step, i)
+        node = events.node_id(run_id, task, round_, step, i)
         resp = [] if i in empty else [rng.randrange(3, vocab) for _ in range(response_len + i % 3)]
         body = pb.NodeSampled(
             node_id=node,
@@ -79,10 +79,10 @@ async def scored_group(
             policy_version=version,
             prompt_token_ids=prompt,
         )
-        await bus.publish(ev_mod.make_event(run_id, "test/sampler", body))
+        await bus.publish(events.make_event(run_id, "test/sampler", body))
         members.append(pb.GroupMember(node_id=node, reward=reward, status=status))
     body = pb.GroupScored(sibling_group=group, task=task, round=round_, step=step, members=members)
-    await bus.publish(ev_mod.make_event(run_id, "test/grader", body))
+    await bus.publish(events.make_event(run_id, "test/grader", body))
     return group
 
 

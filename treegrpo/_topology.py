@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from treegrpo._kinds import Kind
 
 RUNNER = "runner"  # `treegrpo run` (treegrpo/runner/)
-SAMPLER = "sampler"  # the services (services/<name>/, registered by entry points: treegrpo/registry.py)
+SAMPLER = "sampler"  # the services (services/<name>/, registered by entry points: treegrpo/plugins.py)
 EXECUTOR = "executor"
 GRADER = "grader"
 LEARNER = "learner"

@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlparse
 
 from opentelemetry import trace
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, Delivery, PermanentError
 from treegrpo.config import ConfigError, HealthSettings, NatsSettings, ServiceSettings
 from treegrpo.health import Heartbeat, heartbeat_path, write_heartbeat
@@ -156,18 +156,18 @@ class Service:
             url, self.producer, self.nats.connect_timeout_s, self.nats.stream_replicas
         )
         await self.bus.ensure()
-        filters = [ev_mod.subject_filter(kind, self.run_id or "*") for kind in self.handlers()]
+        filters = [events.subject_filter(kind, self.run_id or "*") for kind in self.handlers()]
         self.consumer = Consumer(
             self.bus, self.durable, filters, self._dispatch, self.consumer_options(), self.tracer, self.name
         )
         await self.on_setup()
 
     async def _dispatch(self, event: pb.Event, delivery: Delivery) -> None:
-        if event.envelope.producer == ev_mod.IMPORTED_PRODUCER:
+        if event.envelope.producer == events.IMPORTED_PRODUCER:
             return  # history read back from an archive is for projections, never work to redo
-        handler = self.handlers().get(ev_mod.kind_of(event))
+        handler = self.handlers().get(events.kind_of(event))
         if handler is None:
-            raise PermanentError(f"{self.name} has no handler for {ev_mod.kind_of(event)}")
+            raise PermanentError(f"{self.name} has no handler for {events.kind_of(event)}")
         await handler(event, delivery)
 
     @property
@@ -240,7 +240,7 @@ class Service:
     async def publish(self, run_id: str, body, key=None) -> int:
         """Publish one fact as this service (deterministic id from the body's key)."""
         assert self.bus is not None
-        return await self.bus.publish(ev_mod.make_event(run_id, self.producer, body, key))
+        return await self.bus.publish(events.make_event(run_id, self.producer, body, key))
 
 
 async def serve(service: Service) -> int:

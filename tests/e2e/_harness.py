@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nats.js import api
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import STREAM, Bus
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
@@ -170,13 +170,13 @@ async def _fold(url: str, run_id: str) -> RunLog:
     out = RunLog()
     bus = await Bus.connect(url, "test/reader", 10)
     async for _, e in bus.replay(run_id):
-        kind = ev.kind_of(e)
+        kind = events.kind_of(e)
         who = e.envelope.producer.split("/")[0]  # "sampler/<host>-<pid>" -> "sampler"
-        assert who in ev.TOPOLOGY[kind].producers or who == ev.IMPORTED_PRODUCER, (
+        assert who in events.TOPOLOGY[kind].producers or who == events.IMPORTED_PRODUCER, (
             f"{who} published {kind}: not in the topology table"
         )
         out.counts[kind] += 1
-        b = ev.body_of(e)
+        b = events.body_of(e)
         if kind == Kind.NODE_SAMPLED:
             out.node_ids.append(b.node_id)
         elif kind == Kind.GROUP_SCORED:
@@ -196,7 +196,7 @@ async def _count_traced(bus: Bus, run_id: str, traced: Counter, parents: dict) -
     from the stream (replay returns bodies, not headers)."""
     cfg = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL)
     sub = await bus.js.pull_subscribe(
-        f"{ev.SUBJECT_ROOT}.{run_id}.>", durable=None, stream=STREAM, config=cfg
+        f"{events.SUBJECT_ROOT}.{run_id}.>", durable=None, stream=STREAM, config=cfg
     )
     remaining = (await sub.consumer_info()).num_pending
     while remaining > 0:
@@ -204,7 +204,7 @@ async def _count_traced(bus: Bus, run_id: str, traced: Counter, parents: dict) -
             remaining = m.metadata.num_pending
             parent = (m.headers or {}).get("traceparent", "")
             if TRACEPARENT.match(parent):
-                kind = ev.kind_of(ev.decode(m.data))
+                kind = events.kind_of(events.decode(m.data))
                 traced[kind] += 1
                 parents.setdefault(kind, set()).add(parent.split("-")[2])
     await sub.unsubscribe()

@@ -13,7 +13,7 @@ import statistics
 import pytest
 
 from tests.e2e._harness import prepare_home, run_ids, start_run
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
@@ -29,8 +29,8 @@ def measure(home, run_id, staleness: int):
         async for _, e in bus.replay(
             run_id, [Kind.ROUND_STARTED, Kind.ROUND_COMPLETED, Kind.LEARNER_STEPPED]
         ):
-            b = ev.body_of(e)
-            kind = ev.kind_of(e)
+            b = events.body_of(e)
+            kind = events.kind_of(e)
             if kind == Kind.ROUND_STARTED:
                 starts[b.round] = e.envelope.time
             elif kind == Kind.ROUND_COMPLETED:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e._harness import ROOT, env_for, home_processes, prepare_home, read_log, start_run
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import STREAM, Bus
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
@@ -75,7 +75,7 @@ def count(url: str, run_id: str, kind: str) -> int:
     async def go() -> int:
         bus = await Bus.connect(url, "test/count", 5)
         try:
-            info = await bus.js.stream_info(STREAM, subjects_filter=ev.subject_filter(kind, run_id))
+            info = await bus.js.stream_info(STREAM, subjects_filter=events.subject_filter(kind, run_id))
             return sum((info.state.subjects or {}).values())
         finally:
             await bus.close(1)

@@ -15,7 +15,7 @@ unpaired, which only widens intervals): two no-train controls against each other
 differ by +0.035 [-0.044, +0.124], `no evidence`; these settings' train arms against their
 controls: seed 0 +0.212 [+0.121, +0.296], seed 1 +0.177 [+0.092, +0.250], both `learned`. The
 smallest learned difference is 5x the control-vs-control difference; its interval clears 0 by 0.09.
-Paired runs (token-identical round 1) over three seeds: docs/PERFORMANCE.md, "Issue 12". Takes the
+Paired runs (token-identical round 1) over three seeds: docs/PERFORMANCE.md, "Defaults that learn". Takes the
 SFT warm start (~3.5 min) plus two arms of 96 nodes on 2 idle cores.
 """
 

@@ -5,8 +5,8 @@ The setting. Each of the four built-in tasks offers the policy the seed corpus's
 tiny random Qwen3 (the learner's `tiny_qwen3`, all weights trained); its one-token response picks
 a script (token id mod the number of scripts). Each round samples one group of G=32 per task;
 each sibling's outcome is the picked script's REAL outcome on the generated task data (final
-status and oriented metric recorded in treegrpo/data/corpus/manifest.json by `verify_corpus`: the grader's own
-grading of a real execution, not re-run here to keep the test minutes long). Rewards are the
+status and oriented metric recorded in treegrpo_learner/sft/corpus/manifest.json by `verify_corpus`:
+the grader's own grading of a real execution, not re-run here to keep the test minutes long). Rewards are the
 grader's shaping (`treegrpo_grader.rewards.group_rewards`), advantages the learner's plain `grpo`
 estimator, the loss the learner's `policy_loss` (PPO clip, token-mean), one AdamW step per round.
 

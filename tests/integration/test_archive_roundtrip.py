@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.archive_gen import generate
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive import ArchiveInvariantError, export_runs, import_root
 from treegrpo.bus import STREAM
 from treegrpo.events import Kind
@@ -105,13 +105,13 @@ def _live_run(run: str) -> list[pb.Event]:
     started = pb.RoundStarted(
         task="t", round=1, started_unix=1700000000, model="m0", expansions=2, group_size=2
     )
-    out = [ev.make_event(run, "cli", spec, at=1.0), ev.make_event(run, "sampler", started, at=1.0)]
+    out = [events.make_event(run, "cli", spec, at=1.0), events.make_event(run, "sampler", started, at=1.0)]
     graded = []
     for step in range(2):
-        gid = ev.group_id(run, "t", 1, step)
+        gid = events.group_id(run, "t", 1, step)
         group = pb.GroupScored(sibling_group=gid, task="t", round=1, step=step)
         for i in range(2):
-            nid = ev.node_id(run, "t", 1, step, i)
+            nid = events.node_id(run, "t", 1, step, i)
             ok = i == 0
             s = pb.NodeSampled(
                 node_id=nid,
@@ -154,9 +154,12 @@ def _live_run(run: str) -> list[pb.Event]:
             if ok:
                 g.test_metric, g.oriented = 0.5 + step, 0.5 + step
             group.members.add(node_id=nid, reward=0.9 if ok else -0.5, status=g.status)
-            out += [ev.make_event(run, "sampler", s, at=2.0), ev.make_event(run, "executor", x, at=3.0)]
-            graded.append(ev.make_event(run, "grader", g, at=4.0))
-        graded.append(ev.make_event(run, "grader", group, at=5.0))
+            out += [
+                events.make_event(run, "sampler", s, at=2.0),
+                events.make_event(run, "executor", x, at=3.0),
+            ]
+            graded.append(events.make_event(run, "grader", g, at=4.0))
+        graded.append(events.make_event(run, "grader", group, at=5.0))
     late = pb.NodeSampled(node_id="f" * 12, task="t", round=1, step=2, sibling_group="g9", mode="debug")
     done = pb.RoundCompleted(task="t", round=1, completed_unix=1700000100)  # the fact alone, as sampled
     step = pb.LearnerStepped(step=1, total_s=10.0)
@@ -165,9 +168,9 @@ def _live_run(run: str) -> list[pb.Event]:
         out
         + list(reversed(graded))
         + [
-            ev.make_event(run, "sampler", late, at=6.0),
-            ev.make_event(run, "sampler", done, at=7.0),
-            ev.make_event(run, "learner", step, at=8.0),
+            events.make_event(run, "sampler", late, at=6.0),
+            events.make_event(run, "sampler", done, at=7.0),
+            events.make_event(run, "learner", step, at=8.0),
         ]
     )
 
@@ -209,7 +212,7 @@ async def test_a_live_rounds_summary_is_derived_from_its_node_events(bus, tmp_pa
         "expansions": 2,
         "phase": "eval",
         "best_test_metric": 1.5,
-        "best_node_id": ev.node_id("live3", "t", 1, 1, 0),
+        "best_node_id": events.node_id("live3", "t", 1, 1, 0),
         "honest_test_metric": None,
         "rollout_file": "round_1/t__1700000000.jsonl",
         "workspace": "live3/round_1/t",
@@ -230,14 +233,14 @@ async def test_a_live_round_completed_carrying_stale_copies_does_not_override_th
 
 
 async def test_export_refuses_a_run_that_breaks_the_seeds_invariants(bus, tmp_path):
-    events = _live_run("live2")
-    for i, e in enumerate(events):
+    run_events = _live_run("live2")
+    for i, e in enumerate(run_events):
         if e.WhichOneof("body") == "round_completed":  # only imported rounds carry a summary to check
             summary = pb.RoundCompleted(
                 task="t", round=1, nodes=4, valid=3, expansions=2, phase="train", completed_unix=1700000100
             )
-            events[i] = ev.make_event("live2", ev.IMPORTED_PRODUCER, summary, at=7.0)
-    await bus.publish_many(events)
+            run_events[i] = events.make_event("live2", events.IMPORTED_PRODUCER, summary, at=7.0)
+    await bus.publish_many(run_events)
     with pytest.raises(ArchiveInvariantError, match="valid=3"):
         await export_runs(bus, ["live2"], tmp_path)
     assert (tmp_path / "live2" / "round_1").is_dir()  # written for inspection

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, Deferred, PermanentError, TransientError
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def sampled(run: str, i: int) -> pb.Event:
     body = pb.NodeSampled(node_id=f"n{i:04d}", task="t", round=1, code=f"print({i})")
-    return ev.make_event(run, "test", body)
+    return events.make_event(run, "test", body)
 
 
 async def consume_until(bus, durable, kinds, n, handler=None, timeout=15, opts=None):
@@ -32,7 +32,7 @@ async def consume_until(bus, durable, kinds, n, handler=None, timeout=15, opts=N
         if len(seen) >= n:
             stop.set()
 
-    consumer = Consumer(bus, durable, [ev.subject_filter(k) for k in kinds], on, opts)
+    consumer = Consumer(bus, durable, [events.subject_filter(k) for k in kinds], on, opts)
     await asyncio.wait_for(consumer.run(stop), timeout)
     return seen, consumer
 
@@ -65,7 +65,7 @@ async def test_unacked_message_is_redelivered_after_consumer_dies(bus):
         started.set()
         await asyncio.sleep(3600)  # the "process" dies before acking
 
-    c = Consumer(bus, "worker", [ev.subject_filter(Kind.NODE_SAMPLED)], hang, opts)
+    c = Consumer(bus, "worker", [events.subject_filter(Kind.NODE_SAMPLED)], hang, opts)
     task = asyncio.create_task(c.run(stop))
     await asyncio.wait_for(started.wait(), 10)
     task.cancel()
@@ -91,7 +91,7 @@ async def test_garbage_payload_goes_to_dead_letter_with_reason(bus):
     assert consumer.dead_lettered == 1
     sub = await bus.js.pull_subscribe("tgdlq.>", durable=None, stream="TREEGRPO_DLQ")
     msgs = await sub.fetch(1, timeout=5)
-    dead = ev.decode(msgs[0].data).dead_lettered
+    dead = events.decode(msgs[0].data).dead_lettered
     assert dead.subject == "tg.r1.node.sampled.garbage"
     assert "not a treegrpo Event" in dead.reason
 
@@ -153,7 +153,7 @@ async def test_consumer_survives_server_restart_without_losing_events(nats_serve
         if len(got) == 30:
             stop.set()
 
-    c = Consumer(bus, "restarter", [ev.subject_filter(Kind.NODE_SAMPLED)], on)
+    c = Consumer(bus, "restarter", [events.subject_filter(Kind.NODE_SAMPLED)], on)
     task = asyncio.create_task(c.run(stop))
     for _ in range(100):
         if len(got) >= 10:
@@ -192,9 +192,9 @@ async def test_unreachable_nats_fails_fast_with_a_clear_message():
 
 
 async def test_a_body_on_another_kinds_subject_is_dead_lettered_and_skipped_by_replay(bus):
-    forged = ev.make_event("r1", "executor", pb.NodeGraded(node_id="n1", status="ok"))
-    await bus.publish_raw("tg.r1.node.executed.n1", ev.encode(forged))  # allowed subject, forged body
-    await bus.publish(ev.make_event("r1", "executor", pb.NodeExecuted(node_id="n2", status="ok")))
+    forged = events.make_event("r1", "executor", pb.NodeGraded(node_id="n1", status="ok"))
+    await bus.publish_raw("tg.r1.node.executed.n1", events.encode(forged))  # allowed subject, forged body
+    await bus.publish(events.make_event("r1", "executor", pb.NodeExecuted(node_id="n2", status="ok")))
     seen, consumer = await consume_until(bus, "c9", [Kind.NODE_EXECUTED], 1)
     assert [e.node_executed.node_id for e in seen] == ["n2"] and consumer.dead_lettered == 1
     assert [e.envelope.event_id async for _, e in bus.replay("r1")] == ["r1.node.executed.n2"]
@@ -202,13 +202,13 @@ async def test_a_body_on_another_kinds_subject_is_dead_lettered_and_skipped_by_r
 
 async def test_a_facts_subject_keeps_its_first_fact_other_content_is_dead_lettered_garbage_stepped_over(bus):
     first = sampled("r1", 1)
-    await bus.publish_raw(ev.subject_of(first), b"\x00garbage")  # before the fact, on its subject
+    await bus.publish_raw(events.subject_of(first), b"\x00garbage")  # before the fact, on its subject
     await bus.publish(first)
     other = sampled("r1", 1)
     other.node_sampled.code = "print('other')"  # same id, other content, stored under another Nats-Msg-Id
-    await bus.publish_raw(ev.subject_of(other), ev.encode(other), headers={"Nats-Msg-Id": "forged-1"})
+    await bus.publish_raw(events.subject_of(other), events.encode(other), headers={"Nats-Msg-Id": "forged-1"})
     again = sampled("r1", 1)  # the same fact once more (as after the duplicate window): handled again
-    await bus.publish_raw(ev.subject_of(again), ev.encode(again), headers={"Nats-Msg-Id": "late-1"})
+    await bus.publish_raw(events.subject_of(again), events.encode(again), headers={"Nats-Msg-Id": "late-1"})
     await bus.publish(sampled("r1", 2))
     seen, consumer = await consume_until(bus, "c10", [Kind.NODE_SAMPLED], 3)
     assert [e.node_sampled.code for e in seen] == ["print(1)", "print(1)", "print(2)"]

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from tests.learner_events import run_spec, scored_group, start_run
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Reads
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def sampled(run: str, node: str, code: str) -> pb.Event:
-    return ev.make_event(run, "sampler", pb.NodeSampled(node_id=node, code=code, sibling_group="g"))
+    return events.make_event(run, "sampler", pb.NodeSampled(node_id=node, code=code, sibling_group="g"))
 
 
 async def test_last_events_reads_the_fact_of_each_key_in_one_request_and_the_first_fact_stands(bus):
@@ -30,7 +30,7 @@ async def test_last_events_reads_the_fact_of_each_key_in_one_request_and_the_fir
     await bus.publish(sampled("r2", "n1", "another run"))
     # a later message with other content on n2's subject, not under its own id: not the fact
     newer = sampled("r1", "n2", "print('again')")
-    await bus.publish_raw(ev.subject_of(newer), ev.encode(newer))
+    await bus.publish_raw(events.subject_of(newer), events.encode(newer))
     bus.reads = Reads()
     found = await bus.last_events("r1", Kind.NODE_SAMPLED, ["n0", "n1", "n2", "n5", "gone"])
     assert {k: e.node_sampled.code for k, e in found.items()} == {
@@ -75,7 +75,7 @@ async def test_opening_a_trained_run_reads_its_log_in_one_replay(bus, tmp_path):
         pb.LearnerStepped(step=2, policy_version=2, sibling_groups=groups[2:], last_stream_seq=15),
     ]
     earlier = pb.LearnerRestored(version=1, restore=1, weights_from="replay", replayed_steps=1)
-    await bus.publish_many([ev.make_event("o1", "learner", b) for b in [*steps, earlier]])
+    await bus.publish_many([events.make_event("o1", "learner", b) for b in [*steps, earlier]])
     restorer = Restorer(bus, "o1", "learner", None, tmp_path / "ckpt")  # nothing to load: no trainer
     bus.reads = Reads()
     restored = await restorer.restore()
@@ -122,7 +122,7 @@ async def test_run_start_and_subjects_answer_from_the_log(bus):
     assert start.spec.tree.expansions == 2 and start.producer == "test/cli" and not start.imported
     bus.reads = Reads()
     subjects = await bus.subjects("s1", Kind.NODE_SAMPLED)
-    assert subjects == {ev.subject("s1", Kind.NODE_SAMPLED, f"n{i}"): 1 for i in range(3)}
+    assert subjects == {events.subject("s1", Kind.NODE_SAMPLED, f"n{i}"): 1 for i in range(3)}
     assert set(await bus.subjects("s1")) == {*subjects, "tg.s1.run.started"}
     assert bus.reads == Reads(infos=2)
     assert await bus.run_ids() == ["s1"] and (await bus.run_ends("s1")).open

@@ -8,7 +8,7 @@ import logging
 import pytest
 from nats.js import api
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import STREAM, Bus, Consumer, PermanentError
 from treegrpo.events import Kind
 from treegrpo.nats_url import server_list
@@ -30,7 +30,7 @@ async def test_a_service_told_three_replicas_consumes_from_a_one_replica_stream(
         with caplog.at_level(logging.WARNING, logger="treegrpo.bus._client"):
             await three.ensure()
         assert "has 1 replica(s), this service is configured for 3" in caplog.text
-        await bus.publish(ev.make_event("r1", "test", pb.NodeSampled(node_id="n1", task="t", round=1)))
+        await bus.publish(events.make_event("r1", "test", pb.NodeSampled(node_id="n1", task="t", round=1)))
         seen: list[str] = []
         stop = asyncio.Event()
 
@@ -38,7 +38,7 @@ async def test_a_service_told_three_replicas_consumes_from_a_one_replica_stream(
             seen.append(event.node_sampled.node_id)
             stop.set()
 
-        consumer = Consumer(three, "c3", [ev.subject_filter(Kind.NODE_SAMPLED)], on)
+        consumer = Consumer(three, "c3", [events.subject_filter(Kind.NODE_SAMPLED)], on)
         await asyncio.wait_for(consumer.run(stop), 10)
         assert seen == ["n1"]
     finally:
@@ -51,6 +51,8 @@ async def test_a_consumer_jetstream_refuses_stops_with_the_reason_at_once(bus):
     await bus.js.add_consumer(
         STREAM, api.ConsumerConfig(durable_name="bad", name="bad", ack_policy=api.AckPolicy.NONE)
     )
-    consumer = Consumer(bus, "bad", [ev.subject_filter(Kind.NODE_SAMPLED)], lambda _e, _d: asyncio.sleep(0))
+    consumer = Consumer(
+        bus, "bad", [events.subject_filter(Kind.NODE_SAMPLED)], lambda _e, _d: asyncio.sleep(0)
+    )
     with pytest.raises(PermanentError, match="JetStream refused consumer bad"):
         await asyncio.wait_for(consumer.run(asyncio.Event()), 5)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -28,7 +28,7 @@ async def test_events_json_dumps_a_runs_events_in_order(nats_server):
     bus = await Bus.connect(nats_server.url, "test", 5)
     await bus.ensure()
     await bus.publish_many(
-        [ev.make_event("r9", "test", pb.NodeSampled(node_id=f"n{i}", task="t")) for i in range(3)]
+        [events.make_event("r9", "test", pb.NodeSampled(node_id=f"n{i}", task="t")) for i in range(3)]
     )
     await bus.close(2)
     out = run_cli("events", "r9", "--json", "--url", nats_server.url)
@@ -83,7 +83,7 @@ async def test_tail_follows_a_run_live_and_stops_after_run_completed(nats_server
 
     bus = await Bus.connect(nats_server.url, "test", 5)
     await bus.ensure()
-    await bus.publish(ev.make_event("r7", "test", pb.NodeSampled(node_id="a1", task="t", mode="draft")))
+    await bus.publish(events.make_event("r7", "test", pb.NodeSampled(node_id="a1", task="t", mode="draft")))
     proc = await asyncio.create_subprocess_exec(
         *CLI,
         "tail",
@@ -96,9 +96,9 @@ async def test_tail_follows_a_run_live_and_stops_after_run_completed(nats_server
     )
     await asyncio.sleep(2.0)  # tail is following; these arrive live
     await bus.publish(
-        ev.make_event("r7", "test", pb.NodeExecuted(node_id="a1", status="crashed", exc_type="KeyError"))
+        events.make_event("r7", "test", pb.NodeExecuted(node_id="a1", status="crashed", exc_type="KeyError"))
     )
-    await bus.publish(ev.make_event("r7", "test", pb.RunCompleted(outcome="completed")))
+    await bus.publish(events.make_event("r7", "test", pb.RunCompleted(outcome="completed")))
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     await bus.close(2)
     text = out.decode()

@@ -24,7 +24,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError
 from treegrpo.bus._client import ADAPTERS, STREAM, SUBMISSIONS
 from treegrpo.embedded import find_binary, free_port
@@ -122,7 +122,7 @@ def produced(user: str) -> list[pb.Event]:
             pb.PolicyPublished(version=1, adapter_key="r1/v1.tar"),
         ],
     }[user]
-    return [ev.make_event(RUN, f"{user}/test", b) for b in bodies]
+    return [events.make_event(RUN, f"{user}/test", b) for b in bodies]
 
 
 CONSUMES = {
@@ -158,7 +158,11 @@ async def consume_own(bus: Bus, user: str, expected: int) -> Consumer:
             raise PermanentError("first one dead-lettered on purpose")
 
     consumer = Consumer(
-        bus, user, [ev.subject_filter(k) for k in CONSUMES[user]], on, ConsumerOptions(fetch_timeout_s=0.5)
+        bus,
+        user,
+        [events.subject_filter(k) for k in CONSUMES[user]],
+        on,
+        ConsumerOptions(fetch_timeout_s=0.5),
     )
     await asyncio.wait_for(consumer.run(stop), 20)
     return consumer
@@ -211,7 +215,7 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
         pb.GroupScored(sibling_group="g0"),
         pb.PolicyLoaded(version=0, sampler_id="s0"),
     ]
-    await operator.publish_many([ev.make_event(RUN, "operator/test", b) for b in inputs])
+    await operator.publish_many([events.make_event(RUN, "operator/test", b) for b in inputs])
     buses = {u: await connect(secured_nats, u) for u in CONSUMES}
     try:
         for user, bus in buses.items():
@@ -228,7 +232,7 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
             assert await bus.last_event(RUN, Kind.RUN_STARTED) is not None
             assert len([e async for e in bus.replay(RUN, kinds=[Kind.NODE_SAMPLED])]) >= 2
             assert sorted(await bus.last_events(RUN, Kind.NODE_SAMPLED, ["n0", "n9"])) == ["n0", "n9"]
-            assert {ev.subject(RUN, Kind.NODE_SAMPLED, n) for n in ("n0", "n9")} <= set(
+            assert {events.subject(RUN, Kind.NODE_SAMPLED, n) for n in ("n0", "n9")} <= set(
                 await bus.subjects(RUN)
             )
         await buses["executor"].put_object(SUBMISSIONS, "r1/n1/submission.csv", b"id,label\n1,0.5\n")
@@ -252,9 +256,12 @@ async def test_executor_cannot_write_adapters_swallow_the_graders_work_or_purge_
     operator, executor = await connect(secured_nats, "operator"), await connect(secured_nats, "executor")
     try:
         await operator.ensure()
-        await operator.publish(ev.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
+        await operator.publish(events.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
         await operator.js.add_consumer(
-            STREAM, durable_name="grader", name="grader", filter_subject=ev.subject_filter(Kind.NODE_EXECUTED)
+            STREAM,
+            durable_name="grader",
+            name="grader",
+            filter_subject=events.subject_filter(Kind.NODE_EXECUTED),
         )
         js = executor.nc.jetstream(timeout=1.5)
 
@@ -329,14 +336,14 @@ async def test_each_service_drives_its_own_per_run_durable_under_its_credentials
     for i in range(2):
         inputs += [pb.NodeGraded(node_id=f"n{i}"), pb.NodeSampled(node_id=f"n{i}")]
         inputs += [pb.NodeExecuted(node_id=f"n{i}"), pb.GroupScored(sibling_group=f"g{i}")]
-    events = [ev.make_event(RUN, "operator/test", b) for b in inputs]
-    await operator.publish_many(events)
+    published = [events.make_event(RUN, "operator/test", b) for b in inputs]
+    await operator.publish_many(published)
     buses = {u: await connect(secured_nats, u) for u in CONSUMES}
     try:
         for user, bus in buses.items():
             durable = durable_name(user, RUN, secured_nats.url(user))
             assert durable.startswith(f"{user}-{RUN}-") and len(durable) == len(f"{user}-{RUN}-") + 16
-            expected = sum(ev.kind_of(e) in CONSUMES[user] for e in events)
+            expected = sum(events.kind_of(e) in CONSUMES[user] for e in published)
             stop, seen = asyncio.Event(), []
 
             async def on(event, delivery, seen=seen, stop=stop, expected=expected):
@@ -346,7 +353,7 @@ async def test_each_service_drives_its_own_per_run_durable_under_its_credentials
                 if len(seen) == 1:
                     raise PermanentError("first one dead-lettered on purpose")
 
-            filters = [ev.subject_filter(k, RUN) for k in CONSUMES[user]]
+            filters = [events.subject_filter(k, RUN) for k in CONSUMES[user]]
             consumer = Consumer(bus, durable, filters, on, ConsumerOptions(fetch_timeout_s=0.5), owner=user)
             await asyncio.wait_for(consumer.run(stop), 20)
             assert (consumer.processed, consumer.dead_lettered) == (expected - 1, 1), user
@@ -373,9 +380,9 @@ async def test_a_service_cannot_create_or_touch_another_services_consumers(secur
     grader = await connect(secured_nats, "grader")
     try:
         await operator.ensure()
-        await operator.publish(ev.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
+        await operator.publish(events.make_event(RUN, "operator/test", pb.NodeExecuted(node_id="n1")))
         theirs = durable_name("grader", RUN, secured_nats.url("grader"))
-        wanted = ev.subject_filter(Kind.NODE_EXECUTED, RUN)
+        wanted = events.subject_filter(Kind.NODE_EXECUTED, RUN)
         for name in (theirs, "grader"):  # the grader's per-run durable, and the shared one
             await grader.js.add_consumer(
                 STREAM, durable_name=name, name=name, filter_subject=wanted, ack_policy="explicit"

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.k8s_sim import K8sSim
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
@@ -107,7 +107,9 @@ async def test_service_shutdown_deletes_running_pods(sim):
 async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_server, tmp_path):
     spec = RunSpec(run_id="r1", tasks=["t"], rounds=1)
     await bus.publish(
-        ev.make_event("r1", "test", pb.RunStarted(run_spec_json=spec.model_dump_json(), resource_gate=True))
+        events.make_event(
+            "r1", "test", pb.RunStarted(run_spec_json=spec.model_dump_json(), resource_gate=True)
+        )
     )
     node = pb.NodeSampled(
         node_id="0123456789ab",
@@ -119,7 +121,7 @@ async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_ser
         group_size=1,
         code="# /// script\n# [tool.resources]\n# cpu = 1\n# ///\n" + OK_CODE,
     )
-    await bus.publish(ev.make_event("r1", "test", node))
+    await bus.publish(events.make_event("r1", "test", node))
     cfg = config(sim, nats={"url": nats_server.url, "drain_timeout_s": 1})
     svc = ExecutorService(cfg)
     await svc.setup()

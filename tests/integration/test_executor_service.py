@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from nats.js.errors import NotFoundError
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec, load
 from treegrpo.events import Kind
@@ -51,23 +51,23 @@ def public_task(tmp: Path) -> None:
 def run_started(gate: bool = True) -> pb.Event:
     spec = RunSpec(run_id=RUN, tasks=["t"], rounds=1, resource_gate=gate)
     body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=["t"], rounds=1, resource_gate=gate)
-    return ev.make_event(RUN, "test/cli", body)
+    return events.make_event(RUN, "test/cli", body)
 
 
 def sampled(i: int, code: str) -> pb.Event:
     body = pb.NodeSampled(
-        node_id=ev.node_id(RUN, "t", 1, 2, i),
+        node_id=events.node_id(RUN, "t", 1, 2, i),
         task="t",
         round=1,
         step=2,
         parent_id="abcdef012345",
-        sibling_group=ev.group_id(RUN, "t", 1, 2),
+        sibling_group=events.group_id(RUN, "t", 1, 2),
         mode="improve",
         group_size=4,
         index_in_group=i,
         code=code,
     )
-    return ev.make_event(RUN, "test/sampler", body)
+    return events.make_event(RUN, "test/sampler", body)
 
 
 async def wait_executed(bus, node_id: str, timeout: float = 30, run_id: str = RUN) -> pb.NodeExecuted:
@@ -130,7 +130,7 @@ async def test_a_node_already_executed_is_not_run_again_on_redelivery(bus, nats_
     await bus.publish(run_started())
     node = sampled(0, OK_CODE)
     done = pb.NodeExecuted(node_id=node.node_sampled.node_id, task="t", status="crashed", exc_type="Earlier")
-    await bus.publish(ev.make_event(RUN, "executor/earlier", done))
+    await bus.publish(events.make_event(RUN, "executor/earlier", done))
     await bus.publish(node)
     svc, task = await start_service(tmp_path, nats_server.url)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Reads
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_grader import Shaping
@@ -36,7 +36,7 @@ async def test_an_imported_runs_groups_complete_with_each_graded_fact_read_once(
 
     # siblings of all groups interleaved on the stream, as several executors finish them
     facts = [graded(g, i) for i in range(SIZE) for g in range(GROUPS)]
-    await bus.publish_many([ev.make_event("imp", "archive-import", f) for f in facts])
+    await bus.publish_many([events.make_event("imp", "archive-import", f) for f in facts])
     tracker = GroupTracker(bus, Shaping())
     bus.reads = Reads()
     scored = {}
@@ -58,10 +58,10 @@ async def test_an_imported_runs_groups_complete_with_each_graded_fact_read_once(
 async def test_a_restarted_grader_completes_a_group_of_the_contracts_ids_in_one_request(bus):
     from treegrpo_grader._groups import GroupTracker
 
-    group = ev.group_id("ct", "t", 1, 0)
+    group = events.group_id("ct", "t", 1, 0)
     facts = [
         pb.NodeGraded(
-            node_id=ev.node_id("ct", "t", 1, 0, i),
+            node_id=events.node_id("ct", "t", 1, 0, i),
             sibling_group=group,
             task="t",
             round=1,
@@ -72,7 +72,7 @@ async def test_a_restarted_grader_completes_a_group_of_the_contracts_ids_in_one_
         )
         for i in range(SIZE)
     ]
-    await bus.publish_many([ev.make_event("ct", "grader", f) for f in facts[:-1]])
+    await bus.publish_many([events.make_event("ct", "grader", f) for f in facts[:-1]])
     tracker = GroupTracker(bus, Shaping())  # nothing in memory: every sibling is on the stream
     bus.reads = Reads()
     fact = await tracker.on_graded("ct", facts[-1])

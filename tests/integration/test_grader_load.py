@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.advantages import compute
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.events import Kind
@@ -23,11 +23,11 @@ STATUSES = ("no_code", "crashed", "ok", "timeout", "no_submission", "infrastruct
 
 def _place(i: int) -> dict:
     return dict(
-        node_id=ev.node_id(RUN, TASK, ROUND, STEP, i),
+        node_id=events.node_id(RUN, TASK, ROUND, STEP, i),
         task=TASK,
         round=ROUND,
         step=STEP,
-        sibling_group=ev.group_id(RUN, TASK, ROUND, STEP),
+        sibling_group=events.group_id(RUN, TASK, ROUND, STEP),
         group_size=G,
         mode="draft",
     )
@@ -39,12 +39,12 @@ def completion(i: int) -> str:
 
 def sampled(i: int) -> pb.Event:
     body = pb.NodeSampled(**_place(i), index_in_group=i, raw_completion=completion(i))
-    return ev.make_event(RUN, "sampler/test", body)
+    return events.make_event(RUN, "sampler/test", body)
 
 
 def executed(i: int) -> pb.Event:
     body = pb.NodeExecuted(**_place(i), status=STATUSES[i % len(STATUSES)], exec_time=0.1)
-    return ev.make_event(RUN, "executor/test", body)
+    return events.make_event(RUN, "executor/test", body)
 
 
 async def test_load_nodes_are_scored_from_their_completion_bytes_and_the_group_has_signal(
@@ -61,7 +61,7 @@ async def test_load_nodes_are_scored_from_their_completion_bytes_and_the_group_h
     await service.setup()
     runner = asyncio.create_task(service.run())
     try:
-        key, scored = ev.group_id(RUN, TASK, ROUND, STEP), None
+        key, scored = events.group_id(RUN, TASK, ROUND, STEP), None
         for _ in range(300):
             if (scored := await bus.last_event(RUN, Kind.GROUP_SCORED, key)) is not None:
                 break
@@ -72,7 +72,7 @@ async def test_load_nodes_are_scored_from_their_completion_bytes_and_the_group_h
         await asyncio.wait_for(runner, 15)
         await service.close()
     graded = [
-        (await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
+        (await bus.last_event(RUN, Kind.NODE_GRADED, events.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
         for i in range(G)
     ]
     for i, g in enumerate(graded):

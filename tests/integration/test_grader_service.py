@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.events import Kind
@@ -47,11 +47,11 @@ def submission(home: Path, kind: str) -> bytes:
 
 def executed(i: int, status: str, key: str = "") -> pb.Event:
     body = pb.NodeExecuted(
-        node_id=ev.node_id(RUN, TASK, ROUND, STEP, i),
+        node_id=events.node_id(RUN, TASK, ROUND, STEP, i),
         task=TASK,
         round=ROUND,
         step=STEP,
-        sibling_group=ev.group_id(RUN, TASK, ROUND, STEP),
+        sibling_group=events.group_id(RUN, TASK, ROUND, STEP),
         group_size=G,
         mode="draft",
         status=status,
@@ -60,11 +60,11 @@ def executed(i: int, status: str, key: str = "") -> pb.Event:
     )
     if status == "crashed":
         body.exc_type = "ValueError"
-    return ev.make_event(RUN, "executor/test", body)
+    return events.make_event(RUN, "executor/test", body)
 
 
 async def put_submission(bus, i: int, data: bytes) -> str:
-    key = f"{RUN}/{ev.node_id(RUN, TASK, ROUND, STEP, i)}/submission.csv"
+    key = f"{RUN}/{events.node_id(RUN, TASK, ROUND, STEP, i)}/submission.csv"
     await bus.put_object(SUBMISSIONS, key, data)
     return key
 
@@ -107,20 +107,22 @@ async def count(bus, kind: str) -> int:
 
 async def test_group_of_mixed_siblings_in_any_order_is_graded_and_scored_once(bus, nats_server, tasks_home):
     kinds = {0: "good", 1: "fair", 2: "nan", 3: "crashed"}
-    events = []
+    published = []
     for i, kind in kinds.items():
         key = "" if kind == "crashed" else await put_submission(bus, i, submission(tasks_home, kind))
-        events.append(executed(i, "crashed" if kind == "crashed" else "ok", key))
-    random.Random(7).shuffle(events)
-    await bus.publish_many(events)
+        published.append(executed(i, "crashed" if kind == "crashed" else "ok", key))
+    random.Random(7).shuffle(published)
+    await bus.publish_many(published)
     service = make_service(nats_server, tasks_home)
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (
+            await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP))
+        ).group_scored
     finally:
         await halt(service, runner)
     graded = [
-        (await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
+        (await bus.last_event(RUN, Kind.NODE_GRADED, events.node_id(RUN, TASK, ROUND, STEP, i))).node_graded
         for i in range(G)
     ]
     assert [g.status for g in graded] == ["ok", "ok", "invalid_submission", "crashed"]
@@ -147,16 +149,18 @@ async def test_grader_restarted_mid_group_scores_the_group_exactly_once(bus, nat
     runner = await start(first)
     await bus.publish_many([executed(i, "ok", keys[i]) for i in (2, 0, 3)])
     for i in (2, 0, 3):
-        await wait_for(bus, Kind.NODE_GRADED, ev.node_id(RUN, TASK, ROUND, STEP, i))
+        await wait_for(bus, Kind.NODE_GRADED, events.node_id(RUN, TASK, ROUND, STEP, i))
     await halt(first, runner)  # the grader goes away with the group incomplete
-    assert await bus.last_event(RUN, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP)) is None
+    assert await bus.last_event(RUN, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP)) is None
 
     second = make_service(nats_server, tasks_home)  # a fresh process: nothing in memory
     runner = await start(second)
     try:
         await bus.publish(executed(1, "ok", keys[1]))
         await bus.publish(executed(3, "ok", keys[3]))  # a duplicate delivery of a graded node is harmless
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (
+            await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP))
+        ).group_scored
         await asyncio.sleep(0.5)
     finally:
         await halt(second, runner)
@@ -178,7 +182,9 @@ async def test_redelivered_last_sibling_after_crash_before_scoring_still_scores(
     runner = await start(second)
     try:
         await bus.publish(executed(G - 1, "ok", keys[G - 1]))
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (
+            await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP))
+        ).group_scored
     finally:
         await halt(second, runner)
     assert second.graded == 0 and [m.reward for m in scored.members] == [0.5] * G
@@ -201,7 +207,9 @@ async def test_an_oversized_submission_is_invalid_without_download_a_lost_one_is
     service = make_service(nats_server, tasks_home, max_submission_bytes=4096, infra={"retry_s": 0.2})
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (
+            await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP))
+        ).group_scored
     finally:
         await halt(service, runner)
     graded = [(await bus.last_event(RUN, Kind.NODE_GRADED, m.node_id)).node_graded for m in scored.members]
@@ -216,14 +224,16 @@ async def test_malformed_executed_fact_is_dead_lettered_and_grading_goes_on(bus,
 
     broken = executed(0, "crashed")
     broken.node_executed.group_size = 0  # no group to complete: retrying cannot help
-    await bus.publish(ev.make_event(RUN, "executor/test", broken.node_executed, key="broken"))
+    await bus.publish(events.make_event(RUN, "executor/test", broken.node_executed, key="broken"))
     await bus.publish_many([executed(i, "no_code") for i in range(G)])
     service = make_service(nats_server, tasks_home)
     runner = await start(service)
     try:
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, ROUND, STEP))).group_scored
+        scored = (
+            await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, ROUND, STEP))
+        ).group_scored
     finally:
         await halt(service, runner)
     assert [m.status for m in scored.members] == ["no_code"] * G
     dead = await bus.js.get_last_msg(DLQ_STREAM, f"{DLQ_ROOT}.grader.{RUN}")
-    assert "group_size" in ev.decode(dead.data).dead_lettered.reason
+    assert "group_size" in events.decode(dead.data).dead_lettered.reason

@@ -19,8 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from treegrpo import advantages
-from treegrpo import events as ev
+from treegrpo import advantages, events
 from treegrpo.bus import SUBMISSIONS
 from treegrpo.config import RunSpec, load
 from treegrpo.events import INFRASTRUCTURE, Kind
@@ -67,37 +66,37 @@ def run_started(group_size: int) -> pb.Event:
     spec = RunSpec(run_id=RUN, tasks=[TASK], rounds=1, resource_gate=False)
     spec.tree.group_size = group_size
     body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=[TASK], rounds=1)
-    return ev.make_event(RUN, "test/cli", body)
+    return events.make_event(RUN, "test/cli", body)
 
 
 def sampled(step: int, i: int, code: str, size: int) -> pb.Event:
     body = pb.NodeSampled(
-        node_id=ev.node_id(RUN, TASK, 1, step, i),
+        node_id=events.node_id(RUN, TASK, 1, step, i),
         task=TASK,
         round=1,
         step=step,
-        sibling_group=ev.group_id(RUN, TASK, 1, step),
+        sibling_group=events.group_id(RUN, TASK, 1, step),
         mode="draft",
         group_size=size,
         index_in_group=i,
         code=code,
     )
-    return ev.make_event(RUN, "test/sampler", body)
+    return events.make_event(RUN, "test/sampler", body)
 
 
 def executed(step: int, i: int, status: str, size: int, key: str = "") -> pb.Event:
     body = pb.NodeExecuted(
-        node_id=ev.node_id(RUN, TASK, 1, step, i),
+        node_id=events.node_id(RUN, TASK, 1, step, i),
         task=TASK,
         round=1,
         step=step,
-        sibling_group=ev.group_id(RUN, TASK, 1, step),
+        sibling_group=events.group_id(RUN, TASK, 1, step),
         group_size=size,
         mode="draft",
         status=status,
         submission_key=key,
     )
-    return ev.make_event(RUN, "executor/test", body)
+    return events.make_event(RUN, "executor/test", body)
 
 
 def executor(url: str, tmp: Path, home: Path, python: Path, **over) -> ExecutorService:
@@ -160,7 +159,7 @@ async def test_a_node_the_sandbox_cannot_run_is_masked_and_its_group_trains_on_t
     ex, gr = executor(nats_server.url, tmp_path, tasks_home, python), grader(nats_server.url, tasks_home)
     running = [(ex, await start(ex)), (gr, await start(gr))]
     try:
-        nodes = [ev.node_id(RUN, TASK, 1, 0, i) for i in range(3)]
+        nodes = [events.node_id(RUN, TASK, 1, 0, i) for i in range(3)]
         await bus.publish_many(
             [sampled(0, 0, uniform_code(), 3), sampled(0, 1, "raise ValueError('no')\n", 3)]
         )
@@ -169,7 +168,7 @@ async def test_a_node_the_sandbox_cannot_run_is_masked_and_its_group_trains_on_t
         python.unlink()  # the sandbox can no longer start a script: the executor's fault
         await bus.publish(sampled(0, 2, uniform_code(), 3))
         lost = (await wait_for(bus, Kind.NODE_EXECUTED, nodes[2], timeout=30)).node_executed
-        scored = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, 1, 0))).group_scored
+        scored = (await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, 1, 0))).group_scored
         graded = (await bus.last_event(RUN, Kind.NODE_GRADED, nodes[2])).node_graded
     finally:
         await halt(*running)
@@ -192,27 +191,26 @@ async def test_grading_that_fails_on_our_side_masks_the_node_instead_of_a_penalt
     answers = tasks_home / "tasks" / "private" / TASK / "answers.csv"
     ids = pd.read_csv(answers)["id"]
     body = "id,EAP,HPL,MWS\n" + "".join(f"{i},0.2,0.3,0.5\n" for i in ids)
-    key = f"{RUN}/{ev.node_id(RUN, TASK, 1, 0, 0)}/submission.csv"
+    key = f"{RUN}/{events.node_id(RUN, TASK, 1, 0, 0)}/submission.csv"
     await bus.put_object(SUBMISSIONS, key, body.encode())
-    lost = (
-        f"{RUN}/{ev.node_id(RUN, TASK, 1, 0, 1)}/submission.csv"  # the executor stored it; the store lost it
-    )
+    # the executor stored it; the store lost it
+    lost = f"{RUN}/{events.node_id(RUN, TASK, 1, 0, 1)}/submission.csv"
     await bus.publish_many(
         [executed(0, 0, "ok", 3, key), executed(0, 1, "ok", 3, lost), executed(0, 2, "crashed", 3)]
     )
     gr = grader(nats_server.url, tasks_home, infra={**FAST, "fail_after": 0})
     running = [(gr, await start(gr))]
     try:
-        first = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, 1, 0))).group_scored
+        first = (await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, 1, 0))).group_scored
         answers.rename(answers.with_suffix(".gone"))  # the grader's own data is gone now
         await bus.publish_many([executed(1, 0, "ok", 2, key), executed(1, 1, "timeout", 2)])
-        second = (await wait_for(bus, Kind.GROUP_SCORED, ev.group_id(RUN, TASK, 1, 1))).group_scored
+        second = (await wait_for(bus, Kind.GROUP_SCORED, events.group_id(RUN, TASK, 1, 1))).group_scored
     finally:
         answers.with_suffix(".gone").rename(answers)
         await halt(*running)
     assert [m.status for m in first.members] == ["ok", INFRASTRUCTURE, "crashed"]
     assert [m.reward for m in first.members] == [0.5, 0.0, -0.5]
-    why = (await bus.last_event(RUN, Kind.NODE_GRADED, ev.node_id(RUN, TASK, 1, 0, 1))).node_graded
+    why = (await bus.last_event(RUN, Kind.NODE_GRADED, events.node_id(RUN, TASK, 1, 0, 1))).node_graded
     assert "missing from tg-submissions" in why.grade_error and "after 3 attempt(s)" in why.grade_error
     # answers unreadable: the valid-looking node is masked, leaving one sibling: the group is dropped
     assert [m.status for m in second.members] == [INFRASTRUCTURE, "timeout"]
@@ -238,7 +236,7 @@ async def test_an_executor_that_cannot_run_anything_stops_itself_within_seconds(
     assert "SandboxError" in ex.failure and "sandbox setup failed" in ex.failure
     assert took < 15, f"took {took:.1f}s"
     recorded = [
-        await bus.last_event(RUN, Kind.NODE_EXECUTED, ev.node_id(RUN, TASK, 1, 0, i)) for i in range(3)
+        await bus.last_event(RUN, Kind.NODE_EXECUTED, events.node_id(RUN, TASK, 1, 0, i)) for i in range(3)
     ]
     assert all(r is not None and r.node_executed.status == INFRASTRUCTURE for r in recorded)
 

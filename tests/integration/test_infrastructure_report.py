@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive import STATUSES, export_runs
 from treegrpo.events import INFRASTRUCTURE
 from treegrpo.report import build_report
@@ -27,30 +27,32 @@ GROUPS = {
 
 def _events() -> list[pb.Event]:
     out = [
-        ev.make_event(RUN, "sampler", pb.RoundStarted(task=TASK, round=1, started_unix=1700000000), at=1.0)
+        events.make_event(
+            RUN, "sampler", pb.RoundStarted(task=TASK, round=1, started_unix=1700000000), at=1.0
+        )
     ]
     for step, members in GROUPS.items():
-        gid = ev.group_id(RUN, TASK, 1, step)
+        gid = events.group_id(RUN, TASK, 1, step)
         scored = pb.GroupScored(sibling_group=gid, task=TASK, round=1, step=step)
         valid = [o for s, o in members if s == "ok"]
         for i, (status, oriented) in enumerate(members):
-            nid = ev.node_id(RUN, TASK, 1, step, i)
+            nid = events.node_id(RUN, TASK, 1, step, i)
             common = dict(
                 node_id=nid, task=TASK, round=1, step=step, sibling_group=gid, group_size=3, mode="draft"
             )
-            out.append(ev.make_event(RUN, "sampler", pb.NodeSampled(**common, index_in_group=i), at=2.0))
-            out.append(ev.make_event(RUN, "executor", pb.NodeExecuted(**common, status=status), at=3.0))
+            out.append(events.make_event(RUN, "sampler", pb.NodeSampled(**common, index_in_group=i), at=2.0))
+            out.append(events.make_event(RUN, "executor", pb.NodeExecuted(**common, status=status), at=3.0))
             g = pb.NodeGraded(**common, status=status, is_buggy=False, source="grade" if oriented else "none")
             if oriented is not None:
                 g.test_metric = g.oriented = oriented
             else:
                 g.grade_error = "executing it failed on our side after 3 attempt(s): SandboxError: boom"
-            out.append(ev.make_event(RUN, "grader", g, at=4.0))
+            out.append(events.make_event(RUN, "grader", g, at=4.0))
             reward = 0.0 if oriented is None else (0.4 if oriented == min(valid) else 0.6)
             scored.members.add(node_id=nid, reward=reward, status=status)
-        out.append(ev.make_event(RUN, "grader", scored, at=5.0))
+        out.append(events.make_event(RUN, "grader", scored, at=5.0))
     out.append(
-        ev.make_event(
+        events.make_event(
             RUN, "sampler", pb.RoundCompleted(task=TASK, round=1, completed_unix=1700000100), at=6.0
         )
     )

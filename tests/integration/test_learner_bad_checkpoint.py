@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import ADAPTERS, STREAM
 from treegrpo.events import Kind
 from treegrpo.service import EXIT_PERMANENT
@@ -110,8 +110,8 @@ async def test_damaged_newest_checkpoint_falls_back_and_with_nothing_to_rebuild_
     store = await bus.js.object_store(ADAPTERS)
     for v in range(1, 7):  # no published adapter is left,
         await store.delete(f"ck1/v{v}.tar")
-    gone = ev.node_id("ck1", "t", 1, 4, 1)  # and a node of step 5's group is gone from the log
-    await bus.js.purge_stream(STREAM, subject=ev.subject("ck1", Kind.NODE_SAMPLED, gone))
+    gone = events.node_id("ck1", "t", 1, 4, 1)  # and a node of step 5's group is gone from the log
+    await bus.js.purge_stream(STREAM, subject=events.subject("ck1", Kind.NODE_SAMPLED, gone))
     started = time.monotonic()
     third = spawn(nats_server.url, model, tmp_path, "third.log", "ck1")
     try:

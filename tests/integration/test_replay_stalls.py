@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import ReplayIncomplete
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -26,7 +26,7 @@ async def _publish_run(bus, run: str) -> None:
     body = "x" * 512  # a few hundred bytes per node, as a short code body is
     for start in range(0, N, 500):
         await bus.publish_many(
-            ev.make_event(run, "test", pb.NodeSampled(node_id=f"n{i:05d}", task="t", round=1, code=body))
+            events.make_event(run, "test", pb.NodeSampled(node_id=f"n{i:05d}", task="t", round=1, code=body))
             for i in range(start, start + 500)
         )
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.config import HealthSettings, NatsSettings, ServiceSettings
 from treegrpo.events import Kind
 from treegrpo.health import problems, read_heartbeat
@@ -79,7 +79,7 @@ async def test_probe_passes_while_the_loops_turn_fails_while_a_handler_blocks_an
 
     watcher = threading.Thread(target=watch_while_blocked)
     watcher.start()
-    await bus.publish(ev.make_event("r1", "executor/x", pb.NodeExecuted(node_id="n1", status="ok")))
+    await bus.publish(events.make_event("r1", "executor/x", pb.NodeExecuted(node_id="n1", status="ok")))
     await asyncio.to_thread(watcher.join, 20)
     assert seen and any("blocked" in p for p in seen[0]), seen
 

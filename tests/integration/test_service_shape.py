@@ -6,7 +6,7 @@ import asyncio
 
 from pydantic_settings import SettingsConfigDict
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.config import NatsSettings, ServiceSettings
 from treegrpo.events import Kind
 from treegrpo.service import Service
@@ -35,8 +35,8 @@ async def test_service_handles_live_facts_ignores_imported_history_and_stops_cle
     svc = Echo(EchoConfig(nats=NatsSettings(url=nats_server.url)))
     await svc.setup()
     runner = asyncio.create_task(svc.run())
-    live = ev.make_event("r1", "executor/x", pb.NodeExecuted(node_id="live1", status="ok"))
-    old = ev.make_event("r1", ev.IMPORTED_PRODUCER, pb.NodeExecuted(node_id="old1", status="ok"))
+    live = events.make_event("r1", "executor/x", pb.NodeExecuted(node_id="live1", status="ok"))
+    old = events.make_event("r1", events.IMPORTED_PRODUCER, pb.NodeExecuted(node_id="old1", status="ok"))
     await bus.publish_many([old, live])
     for _ in range(100):
         if await bus.last_event("r1", Kind.NODE_GRADED, "live1"):

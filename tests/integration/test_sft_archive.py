@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner.sft import ArchiveSettings, SftConfig, archive_pairs
 from treegrpo_learner.sft._run import build_pairs
@@ -49,13 +49,13 @@ TOP3_CACTUS_EXTRA = (
 
 
 def nid(task: str, step: int, i: int) -> str:
-    return ev.node_id(RUN, task, 1, step, i)
+    return events.node_id(RUN, task, 1, step, i)
 
 
 def run_events() -> list[pb.Event]:
     out = []
     for (task, step), members in GROUPS.items():
-        group = ev.group_id(RUN, task, 1, step)
+        group = events.group_id(RUN, task, 1, step)
         scored = pb.GroupScored(sibling_group=group, task=task, round=1, step=step)
         for i, (status, reward, oriented) in enumerate(members):
             prompt = [
@@ -63,7 +63,7 @@ def run_events() -> list[pb.Event]:
                 pb.ChatMessage(role="user", content=f"prompt of {task} step {step}"),
             ]
             out.append(
-                ev.make_event(
+                events.make_event(
                     RUN,
                     "sampler",
                     pb.NodeSampled(
@@ -83,7 +83,7 @@ def run_events() -> list[pb.Event]:
             m = scored.members.add(node_id=nid(task, step, i), reward=reward, status=status)
             if oriented is not None:
                 m.oriented = oriented
-        out.append(ev.make_event(RUN, "grader", scored))
+        out.append(events.make_event(RUN, "grader", scored))
     return out
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from opentelemetry.trace import SpanKind
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import STREAM, Consumer
 from treegrpo.events import Kind
 from treegrpo.telemetry import memory_spans, setup_tracing
@@ -16,13 +16,13 @@ from treegrpo.v1 import events_pb2 as pb
 async def test_consumer_span_continues_the_publishers_trace(bus):
     tracer = setup_tracing("test", memory=True)
     with tracer.start_as_current_span("sampler publish") as parent:
-        await bus.publish(ev.make_event("r1", "test", pb.NodeSampled(node_id="n1")))
+        await bus.publish(events.make_event("r1", "test", pb.NodeSampled(node_id="n1")))
     stop = asyncio.Event()
 
     async def on(event, delivery):
         stop.set()
 
-    consumer = Consumer(bus, "traced", [ev.subject_filter(Kind.NODE_SAMPLED)], on, tracer=tracer)
+    consumer = Consumer(bus, "traced", [events.subject_filter(Kind.NODE_SAMPLED)], on, tracer=tracer)
     await asyncio.wait_for(consumer.run(stop), 10)
     spans = {s.name: s for s in memory_spans()}
     child = spans["traced node.sampled"]
@@ -33,8 +33,8 @@ async def test_consumer_span_continues_the_publishers_trace(bus):
 
 async def test_an_event_published_outside_any_span_carries_the_context_of_a_recorded_root_span(bus):
     setup_tracing("test", memory=True)
-    await bus.publish(ev.make_event("r2", "runner", pb.RunStarted(rounds=1)))
-    await bus.publish_many([ev.make_event("r2", "learner/x", pb.LearnerStepped(step=1))])
+    await bus.publish(events.make_event("r2", "runner", pb.RunStarted(rounds=1)))
+    await bus.publish_many([events.make_event("r2", "learner/x", pb.LearnerStepped(step=1))])
     for kind, subject in (
         (Kind.RUN_STARTED, "tg.r2.run.started"),
         (Kind.LEARNER_STEPPED, "tg.r2.learner.step.1"),

@@ -20,11 +20,12 @@ import subprocess
 import sys
 import sysconfig
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from treegrpo.registry import SERVICES
+from treegrpo.plugins import SERVICES
 from treegrpo.runner import load_run_file
 from treegrpo.runner._examples import example, example_names
 from treegrpo_learner.sft._demo import DEMO_SFT, DEMO_SIZE, fingerprint
@@ -38,6 +39,7 @@ HEAVY = ("torch", "transformers", "peft", "pandas", "sklearn", "scikit_learn", "
 CHECK = """
 import json
 import treegrpo
+import treegrpo_learner
 from treegrpo.prompts import builtin_templates, render_prompt
 from treegrpo.runner import load_run_file
 from treegrpo.runner._examples import example, example_names, resolve_run_file
@@ -46,7 +48,7 @@ from treegrpo_learner.sft._demo import DEMO_SFT, DEMO_SIZE, fingerprint
 from treegrpo_learner.sft.config import SftConfig
 
 print(json.dumps({
-    "package": treegrpo.__file__, "examples": example_names(),
+    "package": treegrpo.__file__, "learner": treegrpo_learner.__file__, "examples": example_names(),
     "demo": load_run_file(resolve_run_file(example("demo"))).spec().model_dump(mode="json"),
     "run_small": load_run_file(resolve_run_file("run-small")).spec().model_dump(mode="json"),
     "corpus": str(corpus_dir()), "scripts": [s.file.is_file() for s in load_corpus()],
@@ -138,6 +140,16 @@ def test_five_wheels_are_built_one_per_distribution(installed):
     }
 
 
+def test_only_the_learners_wheel_carries_the_sft_corpus(installed):
+    def corpus_files(wheel: Path) -> list[str]:
+        with zipfile.ZipFile(wheel) as z:
+            return [n for n in z.namelist() if "/corpus/" in n]
+
+    assert len(corpus_files(installed["wheels"]["learner"])) == 114  # 113 scripts + the manifest
+    for name in ("treegrpo", "sampler", "executor", "grader"):
+        assert corpus_files(installed["wheels"][name]) == [], name
+
+
 def test_the_installed_cli_serves_every_service_outside_the_checkout(installed):
     bin_dir, env, outside = installed["full"], installed["env"], installed["outside"]
     out = _run([str(bin_dir / "treegrpo"), "demo", "--help"], outside, env)
@@ -153,7 +165,7 @@ def test_the_installed_packages_find_their_configs_templates_and_corpus(installe
     package = Path(found["package"]).parent
     # the wheel is the treegrpo that ran, not this checkout
     assert package.is_relative_to(bin_dir.parent) and not package.is_relative_to(ROOT)
-    assert Path(found["corpus"]).is_relative_to(package)
+    assert Path(found["corpus"]).is_relative_to(Path(found["learner"]).parent)  # the learner's data
     assert found["examples"] == example_names() and "run-small" in found["examples"]
     assert found["demo"] == load_run_file(example("demo")).spec().model_dump(mode="json")
     assert found["run_small"] == load_run_file(example("run-small")).spec().model_dump(mode="json")

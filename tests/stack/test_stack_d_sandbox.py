@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.test_executor_service import wait_executed
 from tests.stack._stack import Stack
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
 from treegrpo.runner._lifecycle import end_run
@@ -111,22 +111,22 @@ async def run_hostile(stack: Stack, codes: dict[str, str]) -> dict[str, pb.NodeE
     try:
         spec = RunSpec(run_id=run_id, tasks=[TASK], rounds=1, train=False, resource_gate=True)
         body = pb.RunStarted(run_spec_json=spec.model_dump_json(), tasks=[TASK], rounds=1, resource_gate=True)
-        await bus.publish(ev.make_event(run_id, "test/runner", body))
+        await bus.publish(events.make_event(run_id, "test/runner", body))
         ids = {}
         for i, (name, code) in enumerate(codes.items()):
-            ids[name] = ev.node_id(run_id, TASK, 1, 0, i)
+            ids[name] = events.node_id(run_id, TASK, 1, 0, i)
             sampled = pb.NodeSampled(
                 node_id=ids[name],
                 task=TASK,
                 round=1,
                 step=0,
-                sibling_group=ev.group_id(run_id, TASK, 1, 0),
+                sibling_group=events.group_id(run_id, TASK, 1, 0),
                 mode="draft",
                 group_size=len(codes),
                 index_in_group=i,
                 code=code,
             )
-            await bus.publish(ev.make_event(run_id, "test/sampler", sampled))
+            await bus.publish(events.make_event(run_id, "test/sampler", sampled))
         out = {name: await wait_executed(bus, node, timeout=180, run_id=run_id) for name, node in ids.items()}
         await end_run(bus, run_id, 1, "stopped", "hostile nodes done")  # never sampled by anyone later
         return out

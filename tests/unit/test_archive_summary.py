@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive import RunFacts, SampledFacts, node_record, round_summary
 from treegrpo.v1 import events_pb2 as pb
 
@@ -14,8 +14,8 @@ RUN = "r1"
 
 
 def _node(step: int, index: int, oriented: float | None, gen: float = 1.0) -> tuple[pb.Event, pb.NodeSampled]:
-    nid = ev.node_id(RUN, "t", 1, step, index)
-    gid = ev.group_id(RUN, "t", 1, step)
+    nid = events.node_id(RUN, "t", 1, step, index)
+    gid = events.group_id(RUN, "t", 1, step)
     g = pb.NodeGraded(
         node_id=nid, task="t", round=1, step=step, sibling_group=gid, status="ok", exec_time=0.1 * (index + 1)
     )
@@ -31,15 +31,15 @@ def _node(step: int, index: int, oriented: float | None, gen: float = 1.0) -> tu
         gen_seconds=gen,
         model="sampled-model",
     )
-    return ev.make_event(RUN, "grader", g), s
+    return events.make_event(RUN, "grader", g), s
 
 
-def _summary(events: list[pb.Event], nodes: list[tuple[pb.Event, pb.NodeSampled]], producer: str = "sampler"):
+def _summary(before: list[pb.Event], nodes: list[tuple[pb.Event, pb.NodeSampled]], producer: str = "sampler"):
     facts = RunFacts(RUN)
     for e in [
-        *events,
+        *before,
         *(g for g, _ in nodes),
-        ev.make_event(RUN, producer, pb.RoundCompleted(task="t", round=1, completed_unix=9)),
+        events.make_event(RUN, producer, pb.RoundCompleted(task="t", round=1, completed_unix=9)),
     ]:
         facts.add(e)
     rf = facts.rounds[("t", 1)]
@@ -50,14 +50,16 @@ def _summary(events: list[pb.Event], nodes: list[tuple[pb.Event, pb.NodeSampled]
 def test_the_best_node_on_a_tie_and_the_sums_do_not_depend_on_the_order_the_nodes_were_read_in():
     nodes = [_node(1, 1, 2.0, 0.1), _node(0, 1, 2.0, 0.2), _node(1, 0, 2.0, 0.3), _node(0, 0, 1.0, 0.4)]
     first = _summary([], nodes)
-    assert first.best_node_id == ev.node_id(RUN, "t", 1, 0, 1)  # the first in (step, index) order of the tied
+    assert first.best_node_id == events.node_id(
+        RUN, "t", 1, 0, 1
+    )  # the first in (step, index) order of the tied
     assert first.best_test_metric == -2.0
     assert _summary([], list(reversed(nodes))) == first
 
 
 def test_a_round_without_round_started_takes_model_expansions_and_phase_from_its_other_facts():
     spec = pb.RunStarted(run_spec_json='{"phase": "eval", "tree": {"expansions": 5}}')
-    s = _summary([ev.make_event(RUN, "cli", spec)], [_node(0, 0, None), _node(0, 1, None)])
+    s = _summary([events.make_event(RUN, "cli", spec)], [_node(0, 0, None), _node(0, 1, None)])
     assert (s.model, s.expansions, s.phase, s.nodes, s.valid) == ("sampled-model", 5, "eval", 2, 2)
     assert (s.best_node_id, s.best_test_metric, s.gen_llm_seconds) == (None, None, 2.0)
 
@@ -74,7 +76,7 @@ def test_an_imported_round_keeps_the_seeds_own_summary():
         model="seed-model",
         rollout_file="rollouts/t__1.jsonl",
     )
-    facts.add(ev.make_event(RUN, ev.IMPORTED_PRODUCER, seed))
+    facts.add(events.make_event(RUN, events.IMPORTED_PRODUCER, seed))
     s = round_summary(facts, facts.rounds[("t", 1)], [], {})
     assert (s.nodes, s.valid, s.gen_llm_seconds, s.honest_test_metric, s.model, s.rollout_file) == (
         7,

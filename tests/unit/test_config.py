@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from treegrpo.config import ConfigError, RunSpec, ServiceSettings, load, parse_overrides
-from treegrpo.registry import SERVICES, service_class
+from treegrpo.plugins import SERVICES, service_class
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -178,7 +178,7 @@ def test_every_service_has_liveness_and_readiness_probes_the_cli_provides(overla
 
 
 def _config_class(name: str):
-    from treegrpo.registry import service_class
+    from treegrpo.plugins import service_class
 
     return service_class(name).config_cls
 
@@ -187,7 +187,7 @@ def _config_class(name: str):
 @pytest.mark.parametrize("name", SERVICES)
 def test_the_services_toml_and_env_are_accepted_by_its_config_class(overlay, name, monkeypatch, tmp_path):
     from treegrpo.config import load
-    from treegrpo.registry import SERVICES as REGISTERED
+    from treegrpo.plugins import SERVICES as REGISTERED
 
     cls = _config_class(name)
     c = container(overlay, name)

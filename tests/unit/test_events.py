@@ -4,76 +4,80 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
 
 
 def test_node_ids_are_deterministic_12_hex_and_distinct_by_position():
-    a = ev.node_id("r1", "spooky-mini", 1, 0, 3)
-    assert a == ev.node_id("r1", "spooky-mini", 1, 0, 3)
+    a = events.node_id("r1", "spooky-mini", 1, 0, 3)
+    assert a == events.node_id("r1", "spooky-mini", 1, 0, 3)
     assert len(a) == 12 and int(a, 16) >= 0
-    assert a != ev.node_id("r1", "spooky-mini", 1, 0, 4) != ev.node_id("r2", "spooky-mini", 1, 0, 3)
+    assert a != events.node_id("r1", "spooky-mini", 1, 0, 4) != events.node_id("r2", "spooky-mini", 1, 0, 3)
 
 
 def test_event_id_and_subject_follow_the_natural_key_of_each_fact():
-    e = ev.make_event("r1", "test", pb.NodeExecuted(node_id="abc123", status="ok"))
+    e = events.make_event("r1", "test", pb.NodeExecuted(node_id="abc123", status="ok"))
     assert e.envelope.event_id == "r1.node.executed.abc123"
-    assert ev.subject_of(e) == "tg.r1.node.executed.abc123"
-    r = ev.make_event("r1", "test", pb.RoundCompleted(task="spooky-mini", round=3))
-    assert ev.subject_of(r) == "tg.r1.round.completed.spooky-mini.3"
-    s = ev.make_event("r1", "test", pb.RunStarted(rounds=2))
-    assert ev.subject_of(s) == "tg.r1.run.started"
-    assert e.envelope.schema_version == ev.SCHEMA_VERSION and e.envelope.producer == "test"
+    assert events.subject_of(e) == "tg.r1.node.executed.abc123"
+    r = events.make_event("r1", "test", pb.RoundCompleted(task="spooky-mini", round=3))
+    assert events.subject_of(r) == "tg.r1.round.completed.spooky-mini.3"
+    s = events.make_event("r1", "test", pb.RunStarted(rounds=2))
+    assert events.subject_of(s) == "tg.r1.run.started"
+    assert e.envelope.schema_version == events.SCHEMA_VERSION and e.envelope.producer == "test"
 
 
 def test_encoding_round_trips_and_is_byte_stable():
-    e = ev.make_event("r1", "test", pb.NodeSampled(node_id="n1", response_logprobs=[-0.5, -1.25]), at=1.0)
-    data = ev.encode(e)
-    assert ev.encode(ev.decode(data)) == data
-    assert list(ev.decode(data).node_sampled.response_logprobs) == [-0.5, -1.25]
+    e = events.make_event("r1", "test", pb.NodeSampled(node_id="n1", response_logprobs=[-0.5, -1.25]), at=1.0)
+    data = events.encode(e)
+    assert events.encode(events.decode(data)) == data
+    assert list(events.decode(data).node_sampled.response_logprobs) == [-0.5, -1.25]
 
 
 @pytest.mark.parametrize(
     "payload", [b"", b"\xff\xfe garbage", b'{"json": true}', pb.Envelope(event_id="x").SerializeToString()]
 )
 def test_undecodable_payloads_raise_a_typed_error(payload):
-    with pytest.raises(ev.UndecodableEvent):
-        ev.decode(payload)
+    with pytest.raises(events.UndecodableEvent):
+        events.decode(payload)
 
 
 def test_newer_schema_versions_are_refused_not_misread():
-    e = ev.make_event("r1", "test", pb.RunCompleted(outcome="completed"))
-    e.envelope.schema_version = ev.SCHEMA_VERSION + 1
-    with pytest.raises(ev.UndecodableEvent, match="newer"):
-        ev.decode(ev.encode(e))
+    e = events.make_event("r1", "test", pb.RunCompleted(outcome="completed"))
+    e.envelope.schema_version = events.SCHEMA_VERSION + 1
+    with pytest.raises(events.UndecodableEvent, match="newer"):
+        events.decode(events.encode(e))
 
 
 @pytest.mark.parametrize("bad", ["a.b", "a b", "a*", "a>", ""])
 def test_run_ids_that_would_break_subjects_are_rejected(bad):
     with pytest.raises(ValueError):
-        ev.subject(bad, "node.sampled", "x")
+        events.subject(bad, "node.sampled", "x")
 
 
 def test_consumer_filters_cover_every_key_of_a_kind():
-    assert ev.subject_filter("node.sampled") == "tg.*.node.sampled.>"
-    assert ev.subject_filter("run.started", "r1") == "tg.r1.run.started"
+    assert events.subject_filter("node.sampled") == "tg.*.node.sampled.>"
+    assert events.subject_filter("run.started", "r1") == "tg.r1.run.started"
 
 
 def test_filters_of_a_keys_prefix_a_run_and_a_family_and_the_run_of_a_subject():
-    assert ev.subject_filter(Kind.POLICY_LOADED, "r1", under="3") == "tg.r1.policy.loaded.3.>"
-    assert ev.subject_filter(Kind.POLICY_LOADED, "r1", under=("3",)) == "tg.r1.policy.loaded.3.>"
-    assert ev.run_filter("r1") == "tg.r1.>" and ev.run_filter() == "tg.*.>"
-    assert ev.run_filter("r1", "run") == "tg.r1.run.>"  # run.started, .completed, .ended.*, .resumed.*
-    assert ev.run_of(ev.subject("r-1_x", Kind.NODE_SAMPLED, "n1")) == "r-1_x"
-    assert ev.run_of("tg.bad$id.node.sampled.n1") is None and ev.run_of("tg") is None
+    assert events.subject_filter(Kind.POLICY_LOADED, "r1", under="3") == "tg.r1.policy.loaded.3.>"
+    assert events.subject_filter(Kind.POLICY_LOADED, "r1", under=("3",)) == "tg.r1.policy.loaded.3.>"
+    assert events.run_filter("r1") == "tg.r1.>" and events.run_filter() == "tg.*.>"
+    assert events.run_filter("r1", "run") == "tg.r1.run.>"  # run.started, .completed, .ended.*, .resumed.*
+    assert events.run_of(events.subject("r-1_x", Kind.NODE_SAMPLED, "n1")) == "r-1_x"
+    assert events.run_of("tg.bad$id.node.sampled.n1") is None and events.run_of("tg") is None
     with pytest.raises(ValueError):
-        ev.subject_filter(Kind.POLICY_LOADED, "r1", under="3.*")  # a key part is one token
+        events.subject_filter(Kind.POLICY_LOADED, "r1", under="3.*")  # a key part is one token
 
 
 @pytest.mark.parametrize(
     "build",
-    [lambda k: ev.subject("r1", k, "x"), lambda k: ev.subject_filter(k), lambda k: ev.event_id("r1", k, "x")],
+    [
+        lambda k: events.subject("r1", k, "x"),
+        lambda k: events.subject_filter(k),
+        lambda k: events.event_id("r1", k, "x"),
+    ],
 )
 @pytest.mark.parametrize("typo", ["node.sampeld", "learner.stepped", "node", "tg.r1.node.sampled"])
 def test_subject_builders_reject_a_kind_that_is_not_one_and_name_the_allowed_ones(build, typo):
@@ -82,11 +86,17 @@ def test_subject_builders_reject_a_kind_that_is_not_one_and_name_the_allowed_one
 
 
 def test_kind_members_build_the_same_subjects_and_ids_as_their_wire_strings():
-    for kind in ev.Kind:
-        assert ev.subject("r1", kind, "k") == ev.subject("r1", kind.value, "k") == f"tg.r1.{kind.value}.k"
-        assert ev.subject_filter(kind) == ev.subject_filter(kind.value)
-    step = ev.make_event("r1", "learner/x", pb.LearnerStepped(step=3))
-    assert ev.kind_of(step) is ev.Kind.LEARNER_STEPPED and step.envelope.event_id == "r1.learner.step.3"
+    for kind in events.Kind:
+        assert (
+            events.subject("r1", kind, "k")
+            == events.subject("r1", kind.value, "k")
+            == f"tg.r1.{kind.value}.k"
+        )
+        assert events.subject_filter(kind) == events.subject_filter(kind.value)
+    step = events.make_event("r1", "learner/x", pb.LearnerStepped(step=3))
+    assert (
+        events.kind_of(step) is events.Kind.LEARNER_STEPPED and step.envelope.event_id == "r1.learner.step.3"
+    )
 
 
 def test_statuses_are_the_seed_archives_six_and_serialise_as_plain_strings():
@@ -97,31 +107,31 @@ def test_statuses_are_the_seed_archives_six_and_serialise_as_plain_strings():
     from treegrpo.archive import STATUSES
 
     assert (
-        tuple(ev.Status)
+        tuple(events.Status)
         == STATUSES
         == ("ok", "crashed", "timeout", "no_code", "invalid_submission", "no_submission")
     )
-    assert set(ev.FAILURE_STATUSES) == set(ev.Status) - {ev.Status.OK}
-    record = {"status": ev.Status.INVALID_SUBMISSION, "is_buggy": ev.Status.INVALID_SUBMISSION.failed}
+    assert set(events.FAILURE_STATUSES) == set(events.Status) - {events.Status.OK}
+    record = {"status": events.Status.INVALID_SUBMISSION, "is_buggy": events.Status.INVALID_SUBMISSION.failed}
     plain = {"status": "invalid_submission", "is_buggy": True}
     assert json.dumps(record) == json.dumps(plain) and orjson.dumps(record) == orjson.dumps(plain)
     wire = pb.NodeGraded(status="timeout").SerializeToString()
-    assert pb.NodeGraded(status=ev.Status.TIMEOUT).SerializeToString() == wire
+    assert pb.NodeGraded(status=events.Status.TIMEOUT).SerializeToString() == wire
 
 
 def test_a_node_or_group_whose_ids_are_not_its_tree_position_is_misderived():
-    gid, nid = ev.group_id("r1", "t", 1, 2), ev.node_id("r1", "t", 1, 2, 1)
+    gid, nid = events.group_id("r1", "t", 1, 2), events.node_id("r1", "t", 1, 2, 1)
     place = {"task": "t", "round": 1, "step": 2, "sibling_group": gid, "group_size": 2}
-    assert ev.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=1, **place)) == ""
-    assert ev.misderived("r1", pb.NodeExecuted(node_id="any", **place)) == ""
-    assert ev.misderived("r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=2)) == ""
-    assert "node id" in ev.misderived("r1", pb.NodeSampled(node_id="f" * 12, index_in_group=1, **place))
-    assert "outside" in ev.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=2, **place))
-    assert "sibling_group" in ev.misderived("r2", pb.NodeGraded(node_id=nid, **place))  # another run's
-    assert "sibling_group" in ev.misderived(
+    assert events.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=1, **place)) == ""
+    assert events.misderived("r1", pb.NodeExecuted(node_id="any", **place)) == ""
+    assert events.misderived("r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=2)) == ""
+    assert "node id" in events.misderived("r1", pb.NodeSampled(node_id="f" * 12, index_in_group=1, **place))
+    assert "outside" in events.misderived("r1", pb.NodeSampled(node_id=nid, index_in_group=2, **place))
+    assert "sibling_group" in events.misderived("r2", pb.NodeGraded(node_id=nid, **place))  # another run's
+    assert "sibling_group" in events.misderived(
         "r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=3)
     )
-    assert ev.misderived("r1", pb.RunEnded(attempt=77)) == ""  # not a tree fact: judged elsewhere
+    assert events.misderived("r1", pb.RunEnded(attempt=77)) == ""  # not a tree fact: judged elsewhere
 
 
 def test_only_a_chain_of_resumes_opens_attempts_and_only_their_ends_count():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.config import load, read_toml
-from treegrpo.registry import SERVICES, service_class
+from treegrpo.plugins import SERVICES, service_class
 from treegrpo.runner._config import load_run_file
 from treegrpo.runner._examples import examples_dir
 

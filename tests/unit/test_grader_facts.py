@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.tasks import GradeResult
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_grader._groups import build_group_scored, sibling_ids
@@ -93,4 +93,4 @@ def test_group_fact_lists_members_in_order_with_rewards_and_oriented():
 
 def test_sibling_ids_are_the_contracts_node_ids():
     g = pb.NodeGraded(task="spooky-mini", round=1, step=2, group_size=3)
-    assert sibling_ids("r9", g) == [ev.node_id("r9", "spooky-mini", 1, 2, i) for i in range(3)]
+    assert sibling_ids("r9", g) == [events.node_id("r9", "spooky-mini", 1, 2, i) for i in range(3)]

@@ -60,7 +60,7 @@ def test_an_unknown_table_is_rejected_naming_it(tmp_path):
 
 @pytest.mark.parametrize("name", ["sampler", "executor", "grader", "learner"])
 def test_the_config_registry_names_each_services_own_config_class(name):
-    from treegrpo.registry import config_class, service_class
+    from treegrpo.plugins import config_class, service_class
 
     assert config_class(name) is service_class(name).config_cls
 
@@ -91,7 +91,7 @@ def test_the_runners_replica_count_and_server_list_reach_every_service(tmp_path)
 
 def test_the_wiring_goes_under_the_files_settings_and_the_written_toml_is_the_typed_config(tmp_path):
     from treegrpo.config import load
-    from treegrpo.registry import config_class
+    from treegrpo.plugins import config_class
     from treegrpo.runner._execute import wire, write_configs
 
     text = (

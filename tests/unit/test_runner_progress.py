@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.runner._progress import Progress
 from treegrpo.v1 import events_pb2 as pb
 
@@ -17,11 +17,11 @@ def test_a_rounds_best_comes_from_its_graded_nodes_when_round_completed_is_the_f
         g = pb.NodeGraded(
             node_id=f"n{i}", task="t", round=1, status=status, oriented=oriented, test_metric=oriented * 10
         )
-        p.apply(ev.make_event("r", "grader", g))
+        p.apply(events.make_event("r", "grader", g))
     later = pb.NodeGraded(node_id="n9", task="t", round=2, status="ok", oriented=7.0, test_metric=70.0)
-    p.apply(ev.make_event("r", "grader", later))
+    p.apply(events.make_event("r", "grader", later))
     assert p.per_task["t"].best is None  # no round has completed yet
-    p.apply(ev.make_event("r", "sampler", pb.RoundCompleted(task="t", round=1, completed_unix=1)))
+    p.apply(events.make_event("r", "sampler", pb.RoundCompleted(task="t", round=1, completed_unix=1)))
     assert (p.per_task["t"].best, p.per_task["t"].rounds_done) == (5.0, 1)
 
 
@@ -31,12 +31,12 @@ def test_masked_nodes_and_dropped_groups_are_counted_apart_on_screen():
     p = Progress(tasks=["t"], rounds=1, train=True)
     for i, status in enumerate(["ok", "crashed", "infrastructure", "infrastructure"]):
         p.apply(
-            ev.make_event("r", "grader", pb.NodeGraded(node_id=f"n{i}", task="t", round=1, status=status))
+            events.make_event("r", "grader", pb.NodeGraded(node_id=f"n{i}", task="t", round=1, status=status))
         )
     dropped = pb.GroupScored(sibling_group="g1", task="t", round=1)
     for status in ("ok", "infrastructure", "infrastructure"):
         dropped.members.add(node_id=status, status=status)
-    p.apply(ev.make_event("r", "grader", dropped))
+    p.apply(events.make_event("r", "grader", dropped))
     assert p.groups_dropped == 1
     console = Console(width=200, record=True)
     console.print(p.table())
@@ -64,7 +64,7 @@ def test_a_learner_restore_that_lost_state_is_one_screen_line_and_a_clean_one_or
     clean = pb.LearnerRestored(version=4, weights_from="checkpoint", checkpoint="step_000004", restore=2)
     past = pb.LearnerRestored(version=1, weights_from="replay", lost=["x"], restore=3)
     for body, at in ((lost, None), (clean, None), (past, p.started - 60)):
-        p.apply(ev.make_event("r", "learner", body, at=at))
+        p.apply(events.make_event("r", "learner", body, at=at))
     (line,) = p.take_notices()
     assert line.startswith("learner restored version 3 from published adapter v3 (sha256 abababababab…)")
     assert "skipped: step_000003: trainer.pt has 10 bytes" in line

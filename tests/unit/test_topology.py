@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo._topology import (
     BEGIN,
     CONSUMER,
@@ -24,7 +24,7 @@ from treegrpo._topology import (
     topology_markdown,
 )
 from treegrpo.events import Kind
-from treegrpo.registry import SERVICES, service_class
+from treegrpo.plugins import SERVICES, service_class
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(60)
@@ -71,7 +71,7 @@ def published_kinds(package: str) -> set[Kind]:
 
 def test_every_proto_body_has_a_kind_and_every_kind_a_route():
     fields = {f.name for f in pb.Event.DESCRIPTOR.oneofs_by_name["body"].fields}
-    assert fields == {k.field for k in Kind} == set(ev.KINDS)
+    assert fields == {k.field for k in Kind} == set(events.KINDS)
     assert set(TOPOLOGY) == set(Kind)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive._read import Problem, SeedRound, SeedRun, find_runs, read_nodes, read_run
 from treegrpo.archive._schema import GateNodeRecord, NodeRecord
 from treegrpo.archive._to_events import PRODUCER, group_events, node_events, run_started, step_event
@@ -43,9 +43,9 @@ class _Publisher:
         self.batch: list[pb.Event] = []
         self.size = 0
 
-    async def add(self, events: list[pb.Event]) -> None:
-        for e in events:
-            if ev.subject_of(e) in self.existing:
+    async def add(self, batch: list[pb.Event]) -> None:
+        for e in batch:
+            if events.subject_of(e) in self.existing:
                 self.result.existing += 1
                 continue
             self.batch.append(e)
@@ -69,8 +69,8 @@ def _valid_records(
 ) -> Iterator[NodeRecord]:
     for r in records:
         try:
-            ev.check_token(r.id, "node id")
-            ev.check_token(r.sibling_group, "sibling_group")
+            events.check_token(r.id, "node id")
+            events.check_token(r.sibling_group, "sibling_group")
         except ValueError as exc:
             problems.append(Problem(node_file, 0, f"node {r.id!r} skipped: {exc}"))
             continue
@@ -96,7 +96,7 @@ async def _import_round(run: SeedRun, rnd: SeedRound, shape: _RunShape, pub: _Pu
     shape.last_round = max(shape.last_round, rnd.round)
     at = float(rnd.started_unix or shape.t0)
     started = _round_started(rnd, shape.model, shape.expansions, shape.group_size)
-    await pub.add([ev.make_event(run.run_id, PRODUCER, started, at=at)])
+    await pub.add([events.make_event(run.run_id, PRODUCER, started, at=at)])
     index: Counter[str] = Counter()
     for r in records:
         await pub.add(node_events(run.run_id, r, shape.group_size, index[r.sibling_group], shape.model, at))
@@ -104,13 +104,13 @@ async def _import_round(run: SeedRun, rnd: SeedRound, shape: _RunShape, pub: _Pu
     await pub.add(list(group_events(run.run_id, records, shape.group_size, at)))
     if rnd.summary is not None:
         done = _round_completed(rnd)
-        await pub.add([ev.make_event(run.run_id, PRODUCER, done, at=float(rnd.completed_unix or at))])
+        await pub.add([events.make_event(run.run_id, PRODUCER, done, at=float(rnd.completed_unix or at))])
     return len(records)
 
 
 async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | None = None) -> ImportResult:
     run: SeedRun = read_run(path)
-    ev.check_token(run.run_id, "run id")
+    events.check_token(run.run_id, "run id")
     result = ImportResult(run.run_id, problems=run.problems)
     pub = _Publisher(bus, await existing_subjects(bus, run.run_id), result)
     shape = _RunShape(
@@ -139,12 +139,12 @@ async def import_run(bus, path: str | Path, on_bytes: Callable[[int], None] | No
         shape.model,
     )
     # run.started goes last so a service that watches for new runs sees a complete history
-    await pub.add([ev.make_event(run.run_id, PRODUCER, start, at=shape.t0)])
+    await pub.add([events.make_event(run.run_id, PRODUCER, start, at=shape.t0)])
     complete = all(r.summary is not None for r in run.rounds if r.started_unix)
     outcome = pb.RunCompleted(
         outcome="completed" if complete else "stopped", reason="imported from a seed-format archive"
     )
-    await pub.add([ev.make_event(run.run_id, PRODUCER, outcome, at=shape.t0)])
+    await pub.add([events.make_event(run.run_id, PRODUCER, outcome, at=shape.t0)])
     await pub.flush()
     return result
 

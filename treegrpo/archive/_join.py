@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive._schema import (
     EXEC_TIMING_KEYS,
     PHASES,
@@ -71,7 +71,10 @@ class RunFacts:
             self.round(event.round_started.task, event.round_started.round).started = event.round_started
         elif kind == "round_completed":
             rf = self.round(event.round_completed.task, event.round_completed.round)
-            rf.completed, rf.imported = event.round_completed, event.envelope.producer == ev.IMPORTED_PRODUCER
+            rf.completed, rf.imported = (
+                event.round_completed,
+                event.envelope.producer == events.IMPORTED_PRODUCER,
+            )
         elif kind == "node_executed":
             self.executed[event.node_executed.node_id] = event.node_executed
         elif kind == "node_graded":
@@ -87,7 +90,7 @@ class RunFacts:
 
     def _add_graded(self, event: pb.Event) -> None:
         g = event.node_graded
-        if g.status == ev.INFRASTRUCTURE:
+        if g.status == events.INFRASTRUCTURE:
             self.infrastructure[g.node_id] = g
             return
         if g.node_id not in self.graded:

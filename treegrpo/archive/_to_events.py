@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.archive._schema import (
     EXEC_TIMING_KEYS,
     PHASES,
@@ -25,7 +25,7 @@ from treegrpo.config.run import RunSpec, TreeSettings
 from treegrpo.events import Status
 from treegrpo.v1 import events_pb2 as pb
 
-PRODUCER = ev.IMPORTED_PRODUCER  # services tell imported history from live work by this producer
+PRODUCER = events.IMPORTED_PRODUCER  # services tell imported history from live work by this producer
 
 
 def run_started(
@@ -116,7 +116,7 @@ def node_events(
     )
     for name in ("test_metric", "oriented", "grade_error", "parent_id"):
         _set_opt(g, name, getattr(rec, name))
-    return [ev.make_event(run_id, PRODUCER, body, at=at) for body in (s, x, g)]
+    return [events.make_event(run_id, PRODUCER, body, at=at) for body in (s, x, g)]
 
 
 def _fill_gate(x: pb.NodeExecuted, rec: GateNodeRecord) -> None:
@@ -156,7 +156,7 @@ def group_events(
                 continue
             member = body.members.add(node_id=m.id, reward=m.reward, status=m.status)
             _set_opt(member, "oriented", m.oriented)
-        yield ev.make_event(run_id, PRODUCER, body, at=at)
+        yield events.make_event(run_id, PRODUCER, body, at=at)
 
 
 def group_size_of(records: Sequence[NodeRecord]) -> int:
@@ -171,4 +171,4 @@ def step_event(run_id: str, line: TimingLine, duplicate: int, at: float) -> pb.E
     for k in PHASES:
         _set_opt(body.phases_s, k, line.phases_s.get(k))
     key = (str(line.step), f"dup{duplicate}") if duplicate else str(line.step)
-    return ev.make_event(run_id, PRODUCER, body, key=key, at=at)
+    return events.make_event(run_id, PRODUCER, body, key=key, at=at)

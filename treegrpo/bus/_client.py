@@ -15,10 +15,10 @@ import nats
 from nats.js import api
 from nats.js.errors import APIError, BadObjectMetaError, DigestMismatchError, NotFoundError
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._errors import BusUnavailable, ObjectDamaged, ObjectMissing
 from treegrpo.bus._lookups import Lookups, Reads
-from treegrpo.bus._names import ADAPTERS, CHUNK, DLQ_ROOT, DLQ_STREAM, DUPLICATE_WINDOW_S, STREAM, SUBMISSIONS
+from treegrpo.bus._names import ADAPTERS, DLQ_ROOT, DLQ_STREAM, STREAM, SUBMISSIONS
 from treegrpo.bus._writes import WriteHealth, write
 from treegrpo.nats_url import server_list
 from treegrpo.telemetry import event_trace_headers
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 __all__ = ["ADAPTERS", "DLQ_ROOT", "DLQ_STREAM", "STREAM", "SUBMISSIONS", "Bus", "file_sha256"]
 
 ACK_WAIT_S = 10.0  # a publish without the stream's ack by then failed (the server down, or its store)
+OBJECT_CHUNK = 1024 * 1024  # 1 MiB object chunks read far faster than the 128 KiB default
+DUPLICATE_WINDOW_S = 24 * 3600  # a republish within a day of the original is dropped by the server
 
 
 class Bus(Lookups):
@@ -97,7 +99,7 @@ class Bus(Lookups):
 
     async def ensure(self) -> None:
         """Create or verify the event stream, the dead-letter stream and the object buckets."""
-        await self._ensure_stream(STREAM, [f"{ev_mod.SUBJECT_ROOT}.>"])
+        await self._ensure_stream(STREAM, [f"{events.SUBJECT_ROOT}.>"])
         await self._ensure_stream(DLQ_STREAM, [f"{DLQ_ROOT}.>"])
         for bucket in (SUBMISSIONS, ADAPTERS):
             try:
@@ -146,7 +148,7 @@ class Bus(Lookups):
         event_id = event.envelope.event_id
         return {
             "Nats-Msg-Id": event_id,
-            **event_trace_headers(event_id, ev_mod.kind_of(event), ev_mod.subject_of(event)),
+            **event_trace_headers(event_id, events.kind_of(event), events.subject_of(event)),
         }
 
     @write
@@ -154,18 +156,18 @@ class Bus(Lookups):
         """Publish and wait for the stream's ack; returns the stream sequence (of the original on a
         duplicate)."""
         ack = await self.js.publish(
-            ev_mod.subject_of(event), ev_mod.encode(event), headers=self.headers_for(event)
+            events.subject_of(event), events.encode(event), headers=self.headers_for(event)
         )
         return ack.seq
 
     @write
-    async def publish_many(self, events: Iterable[pb.Event]) -> list[int]:
+    async def publish_many(self, batch: Iterable[pb.Event]) -> list[int]:
         """Pipelined publish (one round trip for the batch, not one per event). Bounded: nats.py's
         async acks have no timeout of their own, and a server that cannot store (a full disk)
         never answers, which would leave the caller waiting forever."""
         futures = [
-            await self.js.publish_async(ev_mod.subject_of(e), ev_mod.encode(e), headers=self.headers_for(e))
-            for e in events
+            await self.js.publish_async(events.subject_of(e), events.encode(e), headers=self.headers_for(e))
+            for e in batch
         ]
         acks = await asyncio.wait_for(asyncio.gather(*futures), ACK_WAIT_S + 0.01 * len(futures))
         return [a.seq for a in acks]
@@ -180,7 +182,7 @@ class Bus(Lookups):
     async def put_object(self, bucket: str, key: str, data: bytes | str | Path) -> tuple[str, int]:
         """Store bytes or a file; returns (sha256 hex, size)."""
         store = await self.js.object_store(bucket)
-        meta = api.ObjectMeta(name=key, options=api.ObjectMetaOptions(max_chunk_size=CHUNK))
+        meta = api.ObjectMeta(name=key, options=api.ObjectMetaOptions(max_chunk_size=OBJECT_CHUNK))
         if isinstance(data, bytes):
             info = await store.put(key, data, meta=meta)
             return hashlib.sha256(data).hexdigest(), info.size
@@ -233,8 +235,8 @@ class Bus(Lookups):
         already there. Two runners that chose one run id cannot both start it."""
         try:
             ack = await self.js.publish(
-                ev_mod.subject_of(event),
-                ev_mod.encode(event),
+                events.subject_of(event),
+                events.encode(event),
                 headers={**self.headers_for(event), "Nats-Expected-Last-Subject-Sequence": "0"},
             )
         except APIError as exc:  # 10071 wrong last sequence: the subject holds a message already

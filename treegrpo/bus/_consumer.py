@@ -23,7 +23,7 @@ import nats
 from nats.js.errors import APIError
 from opentelemetry import trace
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._client import STREAM, Bus
 from treegrpo.bus._deadletter import dead_letter, run_of
 from treegrpo.bus._errors import Deferred, PermanentError, TransientError
@@ -190,8 +190,8 @@ class Consumer:
         meta = msg.metadata
         delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
         try:
-            event = ev_mod.decode(msg.data)
-        except ev_mod.UndecodableEvent as exc:
+            event = events.decode(msg.data)
+        except events.UndecodableEvent as exc:
             await self._dead_letter(msg, delivery, str(exc), run_id=run_of(msg.subject))
             return
         try:
@@ -203,7 +203,7 @@ class Consumer:
         if judged.reason:
             await self._dead_letter(msg, delivery, judged.reason, run_id=run_of(msg.subject))
             return
-        kind = ev_mod.kind_of(event)
+        kind = events.kind_of(event)
         if not self._traced:
             await self._handle(msg, event, delivery, None)
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._client import Bus
 from treegrpo.bus._names import DLQ_ROOT
 from treegrpo.bus._options import Delivery
@@ -20,11 +20,11 @@ async def dead_letter(
         payload=bytes(msg.data[: 512 * 1024]),
         stream_seq=delivery.stream_seq,
     )
-    event = ev_mod.make_event(run_id or "unknown", bus.producer, body)
+    event = events.make_event(run_id or "unknown", bus.producer, body)
     subject = f"{DLQ_ROOT}.{owner}.{run_id or 'unknown'}"
-    await bus.publish_raw(subject, ev_mod.encode(event), headers=bus.headers_for(event))
+    await bus.publish_raw(subject, events.encode(event), headers=bus.headers_for(event))
     await msg.term()
 
 
 def run_of(subject: str) -> str:
-    return ev_mod.run_of(subject) or "unknown"
+    return events.run_of(subject) or "unknown"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.v1 import events_pb2 as pb
 
 
@@ -36,7 +36,7 @@ async def verdict(bus, subject: str, stream_seq: int, event: pb.Event, msg_id: s
     kept no other message under that id, so it is the first, or a republish more than a day later
     (handled again: handlers are idempotent). Skipping it keeps the consumer at the throughput it
     had (with the lookup on every message it fell from ~25,000 to ~10,500 events/s)."""
-    expected = ev_mod.subject_of(event)
+    expected = events.subject_of(event)
     if subject != expected:
         return Verdict(reason=f"subject {subject} does not match its body ({expected})")
     if msg_id == event.envelope.event_id:
@@ -57,6 +57,6 @@ def same_fact(a: pb.Event, b: pb.Event) -> bool:
     """Same id and same body; the envelope's time and producer may differ (a republish)."""
     if a.envelope.event_id != b.envelope.event_id or a.WhichOneof("body") != b.WhichOneof("body"):
         return False
-    return ev_mod.body_of(a).SerializeToString(deterministic=True) == ev_mod.body_of(b).SerializeToString(
+    return events.body_of(a).SerializeToString(deterministic=True) == events.body_of(b).SerializeToString(
         deterministic=True
     )

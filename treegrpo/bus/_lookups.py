@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._errors import BusWriteError
 from treegrpo.bus._names import STREAM
 from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, _checked, _Cursor
@@ -76,7 +76,7 @@ class RunStart:
     @property
     def imported(self) -> bool:
         """History read back from an archive (`treegrpo archive import`): never work to redo."""
-        return self.producer == ev_mod.IMPORTED_PRODUCER
+        return self.producer == events.IMPORTED_PRODUCER
 
 
 def attempts(ended: Iterable[int], resumed: Iterable[int]) -> tuple[int, int]:
@@ -98,7 +98,7 @@ class Lookups:
         The *first* fact there, whatever its name says (kept for its many callers): a fact is
         immutable and its subject holds one, so a later message on the subject with other content is
         a forgery or a bug (consumers dead-letter it, replays skip it) and never supersedes the fact."""
-        first = await self.first_fact(ev_mod.subject(run_id, kind, key))
+        first = await self.first_fact(events.subject(run_id, kind, key))
         return None if first is None else first[1]
 
     async def first_fact(self, subject: str) -> tuple[int, pb.Event] | None:
@@ -113,10 +113,10 @@ class Lookups:
             except NotFoundError:
                 return None
             try:
-                event = ev_mod.decode(raw.data or b"")
-            except ev_mod.UndecodableEvent:
+                event = events.decode(raw.data or b"")
+            except events.UndecodableEvent:
                 event = None
-            if event is not None and ev_mod.subject_of(event) == subject:
+            if event is not None and events.subject_of(event) == subject:
                 return raw.seq, event
             seq = raw.seq + 1
 
@@ -126,7 +126,7 @@ class Lookups:
         """The latest event of each key (e.g. a group's `node.sampled` facts) in one request: a
         batched direct get of their exact subjects (up to `MULTI_LAST_MAX` a request). A key with
         no event (or an undecodable one) is absent from the answer."""
-        subjects = {ev_mod.subject(run_id, kind, k): k for k in keys}
+        subjects = {events.subject(run_id, kind, k): k for k in keys}
         names, out = list(subjects), {}
         for i in range(0, len(names), MULTI_LAST_MAX):
             for subject, data, msg_id in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
@@ -141,10 +141,10 @@ class Lookups:
         duplicate window kept no other message under that id), else the first fact there (the
         newest is garbage or a later message with other content: the first one stands)."""
         try:
-            event = ev_mod.decode(data)
-        except ev_mod.UndecodableEvent:
+            event = events.decode(data)
+        except events.UndecodableEvent:
             event = None
-        if event is not None and ev_mod.subject_of(event) == subject and msg_id == event.envelope.event_id:
+        if event is not None and events.subject_of(event) == subject and msg_id == event.envelope.event_id:
             return event
         first = await self.first_fact(subject)
         return None if first is None else first[1]
@@ -211,7 +211,7 @@ class Lookups:
         nothing for `patience_s` in a row raises `ReplayIncomplete`. Undecodable payloads, bodies
         not of their subject and later messages on a fact's subject (the first one stands) are
         skipped here (the live consumers dead-letter them)."""
-        filters = [ev_mod.subject_filter(k, run_id) for k in kinds] if kinds else [ev_mod.run_filter(run_id)]
+        filters = [events.subject_filter(k, run_id) for k in kinds] if kinds else [events.run_filter(run_id)]
         async for item in self._read(run_id, filters, batch, patience_s, after=after):
             yield item
 
@@ -259,8 +259,8 @@ class Lookups:
         `stop` is set (looked at every `poll_s`) or the caller stops. An undecodable message is
         skipped; `on_undecodable(subject, error)` hears of it. Errors of the subscription (a server
         restart) end it: the caller follows again and drops what it saw by event id."""
-        ev_mod.check_token(run_id, "run id")  # a pattern would follow other runs too
-        sub = await self.js.subscribe(ev_mod.run_filter(run_id), stream=STREAM, ordered_consumer=True)
+        events.check_token(run_id, "run id")  # a pattern would follow other runs too
+        sub = await self.js.subscribe(events.run_filter(run_id), stream=STREAM, ordered_consumer=True)
         try:
             while stop is None or not stop.is_set():
                 try:
@@ -268,8 +268,8 @@ class Lookups:
                 except TimeoutError:
                     continue
                 try:
-                    event = ev_mod.decode(msg.data)
-                except ev_mod.UndecodableEvent as exc:
+                    event = events.decode(msg.data)
+                except events.UndecodableEvent as exc:
                     if on_undecodable is not None:
                         on_undecodable(msg.subject, exc)
                     continue
@@ -283,7 +283,7 @@ class Lookups:
     ) -> dict[str, int]:
         """The subjects of a run (of one kind; of the keys under `under`) with how many messages
         each holds: one stream-info request, no event read."""
-        pattern = ev_mod.subject_filter(kind, run_id, under) if kind else ev_mod.run_filter(run_id)
+        pattern = events.subject_filter(kind, run_id, under) if kind else events.run_filter(run_id)
         return await self._subjects(pattern)
 
     async def _subjects(self, pattern: str) -> dict[str, int]:
@@ -306,10 +306,10 @@ class Lookups:
     async def run_ends(self, run_id: str) -> RunEnds:
         """How the run's attempts ended so far: from the subjects (one request), each lifecycle
         subject that counts checked to hold a fact (garbage on `run.completed` made a run look done)."""
-        present = set(await self._subjects(ev_mod.run_filter(run_id, "run")))
+        present = set(await self._subjects(events.run_filter(run_id, "run")))
 
         async def holds(kind: Kind, key: str | None = None) -> bool:
-            subject = ev_mod.subject(run_id, kind, key)
+            subject = events.subject(run_id, kind, key)
             return subject in present and await self.first_fact(subject) is not None
 
         attempt = 1  # only resumes 2, 3, .. in a row open attempts (`attempts`)
@@ -327,8 +327,8 @@ class Lookups:
         """Why a `run.ended` / `run.resumed` fits no attempt of the run ('' if it fits): attempt n > 1
         was opened by run.resumed n, which follows run.ended n - 1. One that fits none (attempt 77 of
         a run resumed twice) would otherwise end or reopen the run it names."""
-        kind = ev_mod.kind_of(event)
-        attempt = ev_mod.body_of(event).attempt
+        kind = events.kind_of(event)
+        attempt = events.body_of(event).attempt
         first = 1 if kind == Kind.RUN_ENDED else 2
         if attempt < first:
             return f"{kind} of attempt {attempt}: no such attempt"

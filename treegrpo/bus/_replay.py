@@ -17,7 +17,7 @@ import time
 
 from nats.js import api
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus._errors import ReplayIncomplete
 from treegrpo.bus._names import STREAM
 from treegrpo.v1 import events_pb2 as pb
@@ -114,11 +114,11 @@ def _checked(m, seen: set[str]) -> pb.Event | None:
     """The event in `m`, or None (logged) when its body is undecodable, not of its subject, or not
     the first message on its subject (a fact is immutable: the first one stands)."""
     try:
-        event = ev_mod.decode(m.data)
-    except ev_mod.UndecodableEvent:
+        event = events.decode(m.data)
+    except events.UndecodableEvent:
         log.warning("replay skipped undecodable message %s", m.metadata.sequence.stream)
         return None
-    if ev_mod.subject_of(event) != m.subject:
+    if events.subject_of(event) != m.subject:
         log.warning("replay skipped %s: body does not match its subject", m.subject)
         return None
     if m.subject in seen:

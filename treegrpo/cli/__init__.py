@@ -1,5 +1,5 @@
-"""`treegrpo`: the command line. Core commands live here and in `_registry.py`; services add theirs by
-entry points (`treegrpo.commands`, `treegrpo/registry.py`)."""
+"""`treegrpo`: the command line. Core commands live here and in `_commands.py`; services add theirs by
+entry points (`treegrpo.commands`, `treegrpo/plugins.py`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 
 import typer
 
+from treegrpo.cli._commands import COMMANDS
 from treegrpo.cli._core import events_cmd, health_cmd, nats_app, serve_cmd, tail_cmd
-from treegrpo.cli._registry import COMMANDS
-from treegrpo.registry import commands as service_commands
+from treegrpo.plugins import commands as service_commands
 
 app = typer.Typer(
     no_args_is_help=True,

@@ -14,7 +14,7 @@ import typer
 from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.cli._describe import describe
 from treegrpo.config import ConfigError, load, parse_overrides, treegrpo_home
 from treegrpo.events import Kind
@@ -81,12 +81,12 @@ async def _tail_from(bus, run_id: str, until_complete: bool) -> None:
         console.print(f"[red]undecodable message on {subject}: {exc}[/]")
 
     try:
-        async with contextlib.aclosing(bus.follow(run_id, on_undecodable=undecodable)) as events:
-            async for event in events:
+        async with contextlib.aclosing(bus.follow(run_id, on_undecodable=undecodable)) as stream:
+            async for event in stream:
                 style, text = describe(event)
                 stamp = time.strftime("%H:%M:%S", time.localtime(event.envelope.time))
-                console.print(f"[dim]{stamp}[/] [{style}]{ev_mod.kind_of(event):<16}[/] {text}")
-                if until_complete and ev_mod.kind_of(event) == Kind.RUN_COMPLETED:
+                console.print(f"[dim]{stamp}[/] [{style}]{events.kind_of(event):<16}[/] {text}")
+                if until_complete and events.kind_of(event) == Kind.RUN_COMPLETED:
                     break
     except asyncio.CancelledError:
         pass
@@ -118,7 +118,7 @@ async def _events_from(bus, run_id: str, json_out: bool, kinds: list[str]) -> No
                 print(json.dumps(record, sort_keys=True))
             else:
                 style, text = describe(event)
-                console.print(f"[dim]{seq:>7}[/] [{style}]{ev_mod.kind_of(event):<16}[/] {text}")
+                console.print(f"[dim]{seq:>7}[/] [{style}]{events.kind_of(event):<16}[/] {text}")
     finally:
         await bus.close(2)
 
@@ -129,7 +129,7 @@ def serve_cmd(
     set_: list[str] = typer.Option([], "--set", help="Override, e.g. --set max_concurrency=4"),
 ) -> None:
     """Run one service against NATS until SIGTERM (then drain within nats.drain_timeout_s)."""
-    from treegrpo.registry import NotInstalled, service_class
+    from treegrpo.plugins import NotInstalled, service_class
     from treegrpo.service import serve
 
     try:

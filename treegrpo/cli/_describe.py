@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.events import Kind, Status
 from treegrpo.v1 import events_pb2 as pb
 
@@ -21,8 +21,8 @@ def _metric(value: float | None) -> str:
 
 
 def describe(event: pb.Event) -> tuple[str, str]:
-    b = ev_mod.body_of(event)
-    kind = ev_mod.kind_of(event)
+    b = events.body_of(event)
+    kind = events.kind_of(event)
     if kind == Kind.NODE_SAMPLED:
         return "cyan", (
             f"{b.node_id} {b.task} r{b.round} s{b.step} {b.mode:<7} v{b.policy_version} "
@@ -63,7 +63,7 @@ def describe(event: pb.Event) -> tuple[str, str]:
         extra = f" {b.valid}/{b.nodes} valid, best={best}" if b.nodes else " complete"
         return "bold", f"{b.task} round {b.round}{extra}"
     if kind == Kind.LEARNER_RESTORED:
-        return ("bold yellow" if b.lost or b.skipped else "magenta"), ev_mod.describe_restored(b)
+        return ("bold yellow" if b.lost or b.skipped else "magenta"), events.describe_restored(b)
     if kind == Kind.POLICY_PUBLISHED:
         return "bold green", f"v{b.version} {b.bytes / 1e6:.1f} MB sha256 {b.sha256[:12]}"
     if kind == Kind.POLICY_LOADED:

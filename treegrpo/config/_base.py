@@ -78,7 +78,7 @@ class HealthSettings(Section):
 
 
 class InfraSettings(Section):
-    """When a node fails on our side (treegrpo/infra.py): retry it, then mask it, and stop the run
+    """When a node fails on our side (treegrpo/fault_policy.py): retry it, then mask it, and stop the run
     when nothing works at all. Used by the executor and the grader."""
 
     attempts: int = Field(

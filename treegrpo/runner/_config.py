@@ -8,7 +8,7 @@
     [learner]    # LearnerConfig fields
 
 Each service section is typed by that service's own config class (its `treegrpo.configs` entry
-point, `treegrpo/registry.py`; sections of services not installed here are checked where they
+point, `treegrpo/plugins.py`; sections of services not installed here are checked where they
 run), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A section stays partial:
 the keys the file sets; defaults and the service's environment resolve in the service's own
 process. The typed sections travel as they are: the runner wires them (`_execute.wire`) and
@@ -35,7 +35,7 @@ from treegrpo.config import (
     parse_overrides,
     read_toml,
 )
-from treegrpo.registry import installed_services
+from treegrpo.plugins import installed_services
 
 
 class RunnerSettings(Section):
@@ -141,7 +141,7 @@ class RunFile:
         """The [name] section, typed by the service's config class (NotInstalled if it is not here)."""
         if name in self.services:
             return self.services[name]
-        from treegrpo.registry import config_class
+        from treegrpo.plugins import config_class
 
         return from_values(config_class(name), self.foreign.get(name, {}), f"[{name}]")
 
@@ -196,6 +196,6 @@ def load_run_file(path: str | Path | None, overrides: list[str] | None = None) -
 
 
 def _typed(name: str, table: dict[str, Any]) -> ServiceSettings:
-    from treegrpo.registry import config_class  # the config module only, never the service
+    from treegrpo.plugins import config_class  # the config module only, never the service
 
     return from_values(config_class(name), table, f"[{name}]")

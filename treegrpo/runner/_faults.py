@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.findings import (
     Finding,
@@ -99,4 +99,4 @@ def restored_line(fact: pb.LearnerRestored) -> str:
     goes on, but the user should know its optimizer state was reset or its steps re-trained."""
     if not (fact.skipped or fact.lost):
         return ""
-    return f'{ev_mod.describe_restored(fact)} (docs/LEARNER.md, "Restoring")'
+    return f'{events.describe_restored(fact)} (docs/LEARNER.md, "Restoring")'

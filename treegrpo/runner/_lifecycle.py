@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.v1 import events_pb2 as pb
@@ -40,7 +40,7 @@ async def claim_run(bus: Bus, spec: RunSpec) -> None:
         max_staleness=spec.max_staleness,
         resource_gate=spec.resource_gate,
     )
-    if not await bus.claim(ev_mod.make_event(spec.run_id, "runner", body)):
+    if not await bus.claim(events.make_event(spec.run_id, "runner", body)):
         raise ConfigError(
             f"run {spec.run_id!r} already exists in the log: `treegrpo run --resume {spec.run_id}` "
             f"continues it; a new run needs another id"
@@ -51,7 +51,7 @@ async def reopen_run(bus: Bus, run_id: str) -> int:
     """Before services start on `--resume`: the attempt this is (reopening an ended run)."""
     ends = await bus.run_ends(run_id)
     if not ends.completed and ends.ended >= ends.attempt:
-        await bus.publish(ev_mod.make_event(run_id, "runner", pb.RunResumed(attempt=ends.attempt + 1)))
+        await bus.publish(events.make_event(run_id, "runner", pb.RunResumed(attempt=ends.attempt + 1)))
         return ends.attempt + 1
     return ends.attempt  # still open (its runner was killed before it could record an end), or completed
 
@@ -60,10 +60,10 @@ async def end_run(bus: Bus, run_id: str, attempt: int, outcome: str, reason: str
     """Record how this attempt ended (and `run.completed`, the terminal fact, when it completed)."""
     if outcome == "completed":
         await bus.publish(
-            ev_mod.make_event(run_id, "runner", pb.RunCompleted(outcome="completed", reason=reason))
+            events.make_event(run_id, "runner", pb.RunCompleted(outcome="completed", reason=reason))
         )
     body = pb.RunEnded(outcome=outcome, reason=reason[:2000], attempt=attempt)
-    await bus.publish(ev_mod.make_event(run_id, "runner", body))
+    await bus.publish(events.make_event(run_id, "runner", body))
 
 
 async def record_end(bus: Bus, run_id: str, attempt: int, outcome: str, reason: str, wait_s: float) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.advantages import dropped_reason
 from treegrpo.events import INFRASTRUCTURE, Kind, Status
 from treegrpo.runner._faults import restored_line
@@ -57,8 +57,8 @@ class Progress:
         if event.envelope.event_id in self.seen:  # a replayed or duplicate fact counts once
             return
         self.seen.add(event.envelope.event_id)
-        kind = ev_mod.kind_of(event)
-        b = ev_mod.body_of(event)
+        kind = events.kind_of(event)
+        b = events.body_of(event)
         tp = self.per_task.get(getattr(b, "task", ""), None)
         if kind == Kind.ROUND_STARTED and tp:
             tp.round_now = max(tp.round_now, b.round)

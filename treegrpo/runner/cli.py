@@ -156,7 +156,7 @@ def demo(
     models = ""
     if not skip_sft:
         from treegrpo.config import treegrpo_home
-        from treegrpo.registry import NotInstalled, hook
+        from treegrpo.plugins import NotInstalled, hook
 
         try:
             prepare_demo_policy = hook("demo_policy", provider="learner")

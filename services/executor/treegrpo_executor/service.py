@@ -8,7 +8,7 @@ backend, store the submission in `tg-submissions` at `<run>/<node>/submission.cs
 the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
 A script's failure is a status; our own failures (sandbox, workspace, object store) are retried
 `infra.attempts` times, then the node is recorded with status `infrastructure` (masked out of its
-group: treegrpo/infra.py), and `infra.fail_after` such nodes in a row stop the run: this executor
+group: treegrpo/fault_policy.py), and `infra.fail_after` such nodes in a row stop the run: this executor
 cannot run scripts.
 """
 
@@ -21,11 +21,11 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import INFRASTRUCTURE, Kind
-from treegrpo.infra import FaultStreak, retry_or_give_up
+from treegrpo.fault_policy import FaultStreak, retry_or_give_up
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_executor._gate import Declaration, parse_declaration
@@ -107,7 +107,7 @@ class ExecutorService(Service):
 
     async def on_node_sampled(self, event: pb.Event, delivery: Delivery) -> None:
         ns, run_id = event.node_sampled, event.envelope.run_id
-        misfit = ev.misderived(run_id, ns) or outside(await self.run_spec(run_id), ns)
+        misfit = events.misderived(run_id, ns) or outside(await self.run_spec(run_id), ns)
         if misfit:  # no sampler of ours wrote it: running it would add a node to the run
             raise PermanentError(f"not a node of run {run_id}: {misfit}")
         me = asyncio.current_task()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -26,7 +26,7 @@ from treegrpo_grader.rewards import Member, Shaping, group_rewards
 def sibling_ids(run_id: str, graded: pb.NodeGraded) -> list[str]:
     """The contract's node ids of the group, in index order."""
     return [
-        ev_mod.node_id(run_id, graded.task, graded.round, graded.step, i) for i in range(graded.group_size)
+        events.node_id(run_id, graded.task, graded.round, graded.step, i) for i in range(graded.group_size)
     ]
 
 

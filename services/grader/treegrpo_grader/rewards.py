@@ -1,7 +1,7 @@
 """Reward shaping: what each sibling of a group is worth to the learner. Pure functions.
 
     failed sibling (status != ok):  reward = penalty[status]           (default -0.5 each; -0.2 available)
-    masked sibling (infrastructure): reward = 0, no penalty: our side failed it (treegrpo/infra.py)
+    masked sibling (infrastructure): reward = 0, no penalty: our side failed it (treegrpo/fault_policy.py)
     valid sibling:                  reward = σ((o_i − ō) / τ)           in (0, 1)
 
 where o_i is the sibling's oriented score (higher is better), ō the mean oriented score of the

@@ -9,7 +9,7 @@ deterministic id, so a crash anywhere just replays the same facts.
 Grading that fails on our side (answers or task data unreadable, the submission object lost from
 the store, a bug of ours) is retried `infra.attempts` times, then the node is recorded with status
 `infrastructure`: masked out of its group, never a penalty the policy did not earn
-(treegrpo/infra.py). `infra.fail_after` such nodes in a row stop the run.
+(treegrpo/fault_policy.py). `infra.fail_after` such nodes in a row stop the run.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.events import INFRASTRUCTURE, Kind, Status
-from treegrpo.infra import FaultStreak, retry_or_give_up
+from treegrpo.fault_policy import FaultStreak, retry_or_give_up
 from treegrpo.service import HandlerFn, Service
 from treegrpo.tasks import (
     LOAD_SOURCE,
@@ -135,7 +135,7 @@ class GraderService(Service):
             raise PermanentError(
                 f"node.executed lacks node_id, sibling_group or group_size: {event.envelope.event_id}"
             )
-        misfit = ev.misderived(run_id, ex)
+        misfit = events.misderived(run_id, ex)
         if misfit:  # no executor of ours wrote it: grading it would add a node to the run
             raise PermanentError(f"not a node of run {run_id}: {misfit}")
         prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)

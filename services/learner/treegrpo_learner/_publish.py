@@ -20,7 +20,7 @@ from pathlib import Path
 
 import grpc
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.events import Kind
@@ -148,7 +148,7 @@ class Publisher:
         body = pb.PolicyPublished(
             version=step, adapter_key=key, sha256=sha, bytes=size, step=step, base_model=base_model
         )
-        await self.bus.publish(ev_mod.make_event(run_id, self.producer, body))
+        await self.bus.publish(events.make_event(run_id, self.producer, body))
         return Published(step, key, sha, size, archive)
 
     async def deliver(self, run_id: str, pub: Published) -> dict[str, float]:

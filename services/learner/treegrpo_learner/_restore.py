@@ -31,7 +31,7 @@ from pathlib import Path
 
 from google.protobuf.json_format import ParseDict
 
-from treegrpo import events as ev_mod
+from treegrpo import events
 from treegrpo.bus import ADAPTERS, Bus, ObjectDamaged, ObjectMissing, TransientError, file_sha256
 from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
@@ -57,7 +57,7 @@ class RunLog:
     async def read(cls, bus: Bus, run_id: str) -> RunLog:
         out = cls()
         async for _seq, event in bus.replay(run_id, kinds=LOG_KINDS):
-            kind = ev_mod.kind_of(event)
+            kind = events.kind_of(event)
             if kind == Kind.POLICY_PUBLISHED:
                 out.published[event.policy_published.version] = event.policy_published
             elif kind == Kind.LEARNER_STEPPED:
@@ -203,9 +203,9 @@ class Restorer:
 
     async def record(self, fact: pb.LearnerRestored) -> None:
         """Publish the fact (its `restore` number counted from the log the restore read)."""
-        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, fact))
+        await self.bus.publish(events.make_event(self.run_id, self.producer, fact))
         if fact.skipped or fact.lost:
-            (log.warning if fact.lost else log.info)("%s", ev_mod.describe_restored(fact))
+            (log.warning if fact.lost else log.info)("%s", events.describe_restored(fact))
 
     async def finish_tail(
         self,
@@ -236,7 +236,7 @@ class Restorer:
         await publisher.deliver(self.run_id, published)
         record.phases_s.update_weights = time.perf_counter() - started
         record.total_s += record.phases_s.update_weights  # the re-sent step's phases still sum to its total
-        await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record))
+        await self.bus.publish(events.make_event(self.run_id, self.producer, record))
 
 
 def _moments_lost(version: int, moments_at: int) -> str:

@@ -11,8 +11,7 @@ from pathlib import Path
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 
-from treegrpo import advantages
-from treegrpo import events as ev_mod
+from treegrpo import advantages, events
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.v1 import events_pb2 as pb
@@ -134,7 +133,7 @@ class RunLearner:
     def consumed_in_round(self, round_: int) -> int:
         """How many of a round's groups (ids are deterministic) were already trained or dropped."""
         ids = {
-            ev_mod.group_id(self.run_id, t, round_, s)
+            events.group_id(self.run_id, t, round_, s)
             for t in self.spec.tasks
             for s in range(self.spec.tree.expansions)
         }
@@ -183,7 +182,7 @@ class RunLearner:
                 continue
             for m, a in zip(g.members, adv, strict=True):
                 if advantages.masked(m.status):
-                    continue  # no outcome of the policy's: our side failed it (treegrpo/infra.py)
+                    continue  # no outcome of the policy's: our side failed it (treegrpo/fault_policy.py)
                 if not m.prompt_ids or not m.response_ids:
                     continue  # nothing to condition on or to train (the sampler recorded no tokens)
                 self.counts["sequences_overlong"] += m.truncated
@@ -265,7 +264,7 @@ class RunLearner:
             record.total_s = waited_s + (time.perf_counter() - t0)
             span.set_attribute("treegrpo.policy_version", self.state.step)
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
-            await self.bus.publish(ev_mod.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
+            await self.bus.publish(events.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
         for g in batch.groups:
             if not g.done.done():
                 g.done.set_result(True)

@@ -16,7 +16,7 @@ import time
 
 from opentelemetry import trace
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import ConsumerOptions, Deferred, Delivery, PermanentError, TransientError
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
@@ -124,7 +124,7 @@ class LearnerService(Service):
         if self.config.run_id and run_id != self.config.run_id:
             return
         gs = event.group_scored
-        misfit = ev.misderived(run_id, gs)
+        misfit = events.misderived(run_id, gs)
         if misfit:  # no grader of ours scored it: training on it would train a group the run never had
             raise PermanentError(f"not a group of run {run_id}: {misfit}")
         run = await self._ensure_run(run_id)

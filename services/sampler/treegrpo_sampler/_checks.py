@@ -7,7 +7,7 @@ fact may only not be visible yet. A fact that passes is one our own producers co
 
 from __future__ import annotations
 
-from treegrpo import events as ev
+from treegrpo import events
 from treegrpo.bus import ADAPTERS, Bus, PermanentError, TransientError
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -22,7 +22,7 @@ async def require_started(bus: Bus, run_id: str) -> None:
 
 def check_group(run_id: str, body: pb.GroupScored) -> None:
     """A group whose id is not its place's: its rewards would land on a group no grader scored."""
-    misfit = ev.misderived(run_id, body)
+    misfit = events.misderived(run_id, body)
     if misfit:
         raise PermanentError(f"not a group of run {run_id}: {misfit}")
 

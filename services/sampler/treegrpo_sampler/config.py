@@ -44,7 +44,7 @@ class VllmSettings(Section):
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         default="auto",
         description="KV cache dtype (auto = the weights'); fp8 halves the KV bytes every decode step "
-        "reads, the larger term at the seed's shape (docs/PERFORMANCE.md, issue 14); GPU only",
+        "reads, the larger term at the seed's shape (docs/PERFORMANCE.md, 'vLLM on one H200'); GPU only",
     )
     enable_prefix_caching: bool = Field(
         default=True, description="Share KV blocks of common prompt prefixes (the G siblings of a group)"

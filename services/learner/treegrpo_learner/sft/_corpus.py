@@ -1,5 +1,5 @@
-"""The seed corpus (manifest.json + <task>/*.py, shipped as package data in treegrpo/data/corpus/)
-and its SFT pairs.
+"""The seed corpus (manifest.json + <task>/*.py, the learner's package data in
+treegrpo_learner/sft/corpus/, written by scripts/sft_corpus/generate.py) and its SFT pairs.
 
 Pairs are rendered with the sampler's own prompt templates (`render_prompt`) and the task's real
 public folder (`task_context`), so a pair's prompt is byte for byte what the sampler would serve:
@@ -53,9 +53,9 @@ class CorpusScript:
 
 
 def packaged_corpus() -> Path:
-    """The corpus shipped in the package, found through importlib.resources (from an installed
+    """The corpus shipped with the learner, found through importlib.resources (from an installed
     wheel as from the checkout). A wheel installs as plain files, so it is a real folder."""
-    return Path(str(resources.files("treegrpo") / "data" / "corpus"))
+    return Path(str(resources.files("treegrpo_learner.sft") / "corpus"))
 
 
 def corpus_dir(path: str | Path = "") -> Path:

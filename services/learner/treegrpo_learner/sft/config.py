@@ -17,7 +17,7 @@ class CorpusSettings(Section):
         default="",
         description=(
             "Seed corpus folder (manifest.json + <task>/*.py); empty = the one shipped in the package "
-            "(treegrpo/data/corpus)"
+            "(treegrpo_learner/sft/corpus)"
         ),
     )
     tasks: list[str] = Field(

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--corpus", default="", help="corpus folder (default: the packaged one, treegrpo/data/corpus)"
+        "--corpus", default="", help="corpus folder (default: the packaged one, treegrpo_learner/sft/corpus)"
     )
     ap.add_argument("--tasks", nargs="*", default=[], help="only these tasks")
     ap.add_argument("--names", nargs="*", default=[], help="only these scripts (file stems)")

@@ -1,7 +1,7 @@
 """Where each core CLI command lives. Imported lazily, so `treegrpo tail` does not import torch.
 Add a line here to register a core command; the target must exist. Commands a service brings
 (`treegrpo sft`, the learner's) and the services themselves register by entry points in their own
-distributions (`treegrpo/registry.py`).
+distributions (`treegrpo/plugins.py`).
 
 COMMANDS: name -> ("module:attr", help) where attr is a typer.Typer (a command group) or a function.
 """

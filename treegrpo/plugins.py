@@ -9,7 +9,7 @@ The core never imports a service. A service registers itself in its `pyproject.t
     [project.entry-points."treegrpo.hooks"]      named functions the runner calls (`demo_policy`)
 
 The names a service may register are the wire contract's (`treegrpo._topology.SERVICES`: they
-are producer names, durable consumer names and NATS permission names); `tests/unit/test_registry.py`
+are producer names, durable consumer names and NATS permission names); `tests/unit/test_plugins.py`
 checks the installed entry points against them. A service that is not installed is an error naming
 the distribution to install, not an ImportError from deep inside.
 """

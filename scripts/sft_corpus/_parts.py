@@ -1,7 +1,7 @@
 """Building blocks of the seed corpus: a shared skeleton per task plus interchangeable
 feature and model blocks. Variable names are the same in every block (X, X_test, y, model,
 proba), so scripts differ where real solutions differ (features, model, hyper-parameters) and
-read like one author wrote them. `_generate.py` assembles and writes the scripts.
+read like one author wrote them. `generate.py` assembles and writes the scripts.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""Write the seed corpus: treegrpo/data/corpus/<task>/<name>.py plus treegrpo/data/corpus/manifest.json.
+"""Write the seed corpus: <task>/<name>.py plus manifest.json in the learner's package data
+(services/learner/treegrpo_learner/sft/corpus/, read by `treegrpo_learner.sft.load_corpus`).
 
 Valid scripts come from a shared skeleton per task times feature/model/hyper-parameter grids
-(`_text.py`, `_images.py`); failing scripts are broken copies of valid ones, broken the way
+(`_text_tasks.py`, `_image_tasks.py`); failing scripts are broken copies of valid ones, broken the way
 model-written code breaks (a wrong column, a wrong path, a typo'd import, a shape mix-up, a
 forgotten submission, unnormalised or misaligned predictions). The manifest's `verified` block
 is filled by `python -m treegrpo_learner.sft.verify_corpus`, which runs every script on the
-generated public data and grades it with the grader. Re-run: `python treegrpo/data/corpus/_generate.py`.
+generated public data and grades it with the grader. Re-run: `python scripts/sft_corpus/generate.py`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _images  # noqa: E402
-import _text  # noqa: E402
+import _image_tasks  # noqa: E402
+import _text_tasks  # noqa: E402
 from _parts import Script  # noqa: E402
+
+# the corpus ships with the learner, the only service that reads it (its SFT)
+OUT = Path(__file__).resolve().parents[2] / "services" / "learner" / "treegrpo_learner" / "sft" / "corpus"
 
 # task -> [(base script prefix, old, new, intended, short name)]
 BREAKS: dict[str, list[tuple[str, str, str, str, str]]] = {
@@ -107,9 +110,9 @@ BREAKS: dict[str, list[tuple[str, str, str, str, str]]] = {
 
 
 def all_valid() -> dict[str, list[Script]]:
-    out = {"spooky-mini": _text.scripts()}
+    out = {"spooky-mini": _text_tasks.scripts()}
     for task in ("cactus-mini", "plant-mini", "dogscats-mini"):
-        out[task] = _images.scripts(task)
+        out[task] = _image_tasks.scripts(task)
     return out
 
 
@@ -135,7 +138,7 @@ def broken(task: str, valid: list[Script]) -> list[Script]:
 
 
 def main() -> None:
-    manifest_path = HERE / "manifest.json"
+    manifest_path = OUT / "manifest.json"
     old = {}
     if manifest_path.exists():
         old = {
@@ -144,7 +147,7 @@ def main() -> None:
         }
     entries = []
     for task, valid in all_valid().items():
-        folder = HERE / task
+        folder = OUT / task
         folder.mkdir(exist_ok=True)
         for stale in folder.glob("*.py"):
             stale.unlink()
@@ -156,12 +159,12 @@ def main() -> None:
             entry["verified"] = old.get((task, s.name))
             entries.append(entry)
     manifest = {
-        "about": "Seed corpus of treegrpo's SFT warm start; written by corpus/_generate.py, "
+        "about": "Seed corpus of treegrpo's SFT warm start; written by scripts/sft_corpus/generate.py, "
         "`verified` filled by treegrpo_learner.sft.verify_corpus",
         "scripts": entries,
     }
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"wrote {len(entries)} scripts to {HERE}")
+    print(f"wrote {len(entries)} scripts to {OUT}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The three image tasks (32x32 RGB PNGs): cactus-mini, plant-mini, dogscats-mini."""
+"""The corpus scripts of the three image tasks (32x32 RGB PNGs): cactus-mini, plant-mini, dogscats-mini."""
 
 from __future__ import annotations
 
