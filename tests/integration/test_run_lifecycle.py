@@ -1,6 +1,10 @@
 """Runs on one NATS stay apart: unique run ids, a start that cannot be joined, every attempt's end
 on the log, and services that never pick up a run whose latest attempt ended (real nats-server,
-a real sampler on a tiny model)."""
+a real sampler on a tiny model).
+
+Imports a private module: `treegrpo.runner._lifecycle`, `treegrpo_learner._model` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ Offline and honest: the wheels are the only treegrpo the new environments see (n
 no PYTHONPATH). Their third-party dependencies come from this environment's site-packages through a
 folder of links that leaves out every treegrpo distribution (and, for the executor-only environment,
 torch and the other heavy stacks, so importing one would fail, not just be noticed).
+
+Imports a private module: `treegrpo.report._html`, `treegrpo.runner._examples`,
+`treegrpo_learner.sft._demo` (what these tests exercise is not on the package's public surface).
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Hostile nodes through the containerised executor: node.sampled facts published on the stack's
 NATS (as the sampler would), run by the executor's local sandbox inside its hardened container.
-Each script reports what it could reach; every attempt must fail, and the executor stays up."""
+Each script reports what it could reach; every attempt must fail, and the executor stays up.
+
+Imports a private module: `treegrpo.runner._lifecycle` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

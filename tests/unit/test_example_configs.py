@@ -1,4 +1,8 @@
-"""Every shipped example config (configs/, deploy/) parses with the config classes that will read it."""
+"""Every shipped example config (configs/, deploy/) parses with the config classes that will read it.
+
+Imports a private module: `treegrpo.runner._examples` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import pytest
 
 from treegrpo.config import load, read_toml
 from treegrpo.registry import SERVICES, service_class
-from treegrpo.runner._config import load_run_file
+from treegrpo.runner import load_run_file
 from treegrpo.runner._examples import examples_dir
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,8 @@
-"""`treegrpo run --control`: the control arm is the train arm's run file with only training off."""
+"""`treegrpo run --control`: the control arm is the train arm's run file with only training off.
+
+Imports a private module: `treegrpo.runner._control`, `treegrpo.runner._examples` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

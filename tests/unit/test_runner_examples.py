@@ -1,4 +1,8 @@
-"""`treegrpo run NAME`: a run file is a path, or the name of an example shipped in the package."""
+"""`treegrpo run NAME`: a run file is a path, or the name of an example shipped in the package.
+
+Imports a private module: `treegrpo.runner._examples` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The runner's wait for the last learner step counts from the end of rollout (a private module:
-`treegrpo.runner._loop.finish_step` is what decides when a run is finished)."""
+`treegrpo.runner._loop.finish_step` is what decides when a run is finished).
+
+Imports a private module: `treegrpo.runner._loop`, `treegrpo.runner._progress` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

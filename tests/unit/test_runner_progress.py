@@ -1,4 +1,8 @@
-"""The run's live progress, folded from its events."""
+"""The run's live progress, folded from its events.
+
+Imports a private module: `treegrpo.runner._progress` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """extract_data: an archive from the network unpacks only inside its folder, with the data filter
-where Python has it (3.11.4+) and with our own member checks where it does not (Debian's 3.11.2)."""
+where Python has it (3.11.4+) and with our own member checks where it does not (Debian's 3.11.2).
+
+Imports a private module: `treegrpo._tar` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import tarfile
 
 import pytest
 
-from treegrpo._tar import extract_data
+from treegrpo.safetar import extract_data
 
 
 @pytest.fixture(params=["builtin filter", "pre-3.11.4 check"])

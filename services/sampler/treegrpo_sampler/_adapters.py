@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
-from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, Bus, file_sha256
 from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
+from treegrpo.safetar import extract_data
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -115,6 +115,13 @@ class SamplerService(Service):
             if (await self.bus.run_ends(run_id)).open:
                 await self.ensure_run(run_id)
 
+    def abandon(self) -> None:
+        """Cancel the pump and every group and pull without waiting (an in-process stand-in for a
+        killed sampler: nothing drains, nothing is acked)."""
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self.scheduler.cancel()
+
     async def on_stop(self) -> None:
         if self._pump_task is not None:
             self._pump_task.cancel()
