@@ -9,8 +9,8 @@ no PYTHONPATH). Their third-party dependencies come from this environment's site
 folder of links that leaves out every treegrpo distribution (and, for the executor-only environment,
 torch and the other heavy stacks, so importing one would fail, not just be noticed).
 
-Imports a private module: `treegrpo.report._html`, `treegrpo.runner._examples`,
-`treegrpo_learner.sft._demo` (what these tests exercise is not on the package's public surface).
+Imports a private module: `treegrpo.report._html`, `treegrpo_learner.sft._demo` (what these tests
+exercise is not on the package's public surface).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.registry import SERVICES
-from treegrpo.runner import load_run_file
-from treegrpo.runner._examples import example, example_names
+from treegrpo.runner import example, example_names, load_run_file
 from treegrpo_learner.sft._demo import DEMO_SFT, DEMO_SIZE, fingerprint
 from treegrpo_learner.sft.config import SftConfig
 

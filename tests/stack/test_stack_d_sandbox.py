@@ -1,9 +1,6 @@
 """Hostile nodes through the containerised executor: node.sampled facts published on the stack's
 NATS (as the sampler would), run by the executor's local sandbox inside its hardened container.
 Each script reports what it could reach; every attempt must fail, and the executor stays up.
-
-Imports a private module: `treegrpo.runner._lifecycle` (what these tests exercise is not on the
-package's public surface).
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from tests.stack._stack import Stack
 from treegrpo import events as ev
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
-from treegrpo.runner._lifecycle import end_run
+from treegrpo.runner import end_run
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(900)]

@@ -1,8 +1,4 @@
-"""Every shipped example config (configs/, deploy/) parses with the config classes that will read it.
-
-Imports a private module: `treegrpo.runner._examples` (what these tests exercise is not on the package's
-public surface).
-"""
+"""Every shipped example config (configs/, deploy/) parses with the config classes that will read it."""
 
 from __future__ import annotations
 
@@ -12,8 +8,7 @@ import pytest
 
 from treegrpo.config import load, read_toml
 from treegrpo.registry import SERVICES, service_class
-from treegrpo.runner import load_run_file
-from treegrpo.runner._examples import examples_dir
+from treegrpo.runner import examples_dir, load_run_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted([*examples_dir().glob("**/*.toml"), *(ROOT / "deploy").glob("**/*.toml")])

@@ -10,9 +10,6 @@ scikit-learn (`roc_auc_score`, `log_loss`; plant: `np.mean` of the four column A
 
 The answers files are written in a shuffled row order: a data root's answers need not be sorted by
 id, and the order in which log losses sum their rows changes the last bits.
-
-Imports a private module: `treegrpo.tasks._task` (what these tests exercise is not on the package's
-public surface).
 """
 
 from __future__ import annotations
@@ -26,8 +23,14 @@ import pandas as pd
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from treegrpo.tasks import COMPETITIONS, grade_submission, load_answers, read_submission, score_frame
-from treegrpo.tasks._task import task_from_spec
+from treegrpo.tasks import (
+    COMPETITIONS,
+    grade_submission,
+    load_answers,
+    read_submission,
+    score_frame,
+    task_from_spec,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

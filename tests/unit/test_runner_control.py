@@ -1,7 +1,7 @@
 """`treegrpo run --control`: the control arm is the train arm's run file with only training off.
 
-Imports a private module: `treegrpo.runner._control`, `treegrpo.runner._examples` (what these tests
-exercise is not on the package's public surface).
+Imports a private module: `treegrpo.runner._control` (what these tests exercise is not on the package's
+public surface).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.config import ConfigError
+from treegrpo.runner import example
 from treegrpo.runner._control import arms
-from treegrpo.runner._examples import example
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,8 +1,4 @@
-"""`treegrpo run NAME`: a run file is a path, or the name of an example shipped in the package.
-
-Imports a private module: `treegrpo.runner._examples` (what these tests exercise is not on the package's
-public surface).
-"""
+"""`treegrpo run NAME`: a run file is a path, or the name of an example shipped in the package."""
 
 from __future__ import annotations
 
@@ -11,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.config import ConfigError
-from treegrpo.runner import load_run_file
-from treegrpo.runner._examples import example, resolve_run_file
+from treegrpo.runner import example, load_run_file, resolve_run_file
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,15 +1,11 @@
-"""The run's live progress, folded from its events.
-
-Imports a private module: `treegrpo.runner._progress` (what these tests exercise is not on the package's
-public surface).
-"""
+"""The run's live progress, folded from its events."""
 
 from __future__ import annotations
 
 import pytest
 
 from treegrpo import events as ev
-from treegrpo.runner._progress import Progress
+from treegrpo.runner import Progress
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(30)
