@@ -23,14 +23,14 @@ from treegrpo.events import Kind
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_sampler import _expand, _respend
+from treegrpo_sampler import _expand, _respend, _rounds
 from treegrpo_sampler._adapters import AdapterLoader, VersionGate
 from treegrpo_sampler._schedule import Scheduler
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
 from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
-from treegrpo_sampler.policy import Expansion, next_expansions, round_complete, waits_for_policy
+from treegrpo_sampler.policy import Expansion, next_expansions, waits_for_policy
 
 log = logging.getLogger(__name__)
 
@@ -205,14 +205,11 @@ class SamplerService(Service):
             self.scheduler.pull(key, lambda: self._pull_later(state, published, after_s))
 
     async def _pull_later(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
-        deadline = time.monotonic() + after_s
-        while self.backend.version < published.version and not (self.stopping.is_set() or state.completed):
-            if time.monotonic() >= deadline:
-                result = await self.loader.pull(state.run_id, published)
-                if result.accepted:
-                    break
-                deadline = time.monotonic() + max(1.0, self.config.grpc.pull_after_s)  # retry later
-            await asyncio.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
+        def stop() -> bool:
+            return self.stopping.is_set() or state.completed
+
+        retry_s = self.config.grpc.pull_after_s
+        await self.loader.pull_when_due(state.run_id, published, after_s, retry_s, stop)
         self.scheduler.wake()
 
     # ---- rounds -----------------------------------------------------------------------------
@@ -223,28 +220,7 @@ class SamplerService(Service):
             self.scheduler.wake()
 
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
-        if state.completed or rs.completed or not round_complete(rs, state.spec):
-            return
-        # the fact only: the round's summary is a projection of its node events (treegrpo.archive), so
-        # ending a round costs no lookup per node
-        body = pb.RoundCompleted(task=rs.task, round=rs.round, completed_unix=int(time.time()))
-        await self.publish(state.run_id, body)
-        rs.completed = True
-        scores = [s for g in rs.groups.values() for s in (g.scores or {}).values()]
-        log.info(
-            "run %s: %s round %d complete (%d/%d valid)",
-            state.run_id,
-            rs.task,
-            rs.round,
-            sum(not s.buggy for s in scores),
-            len(scores),
-        )
-        if state.all_rounds_complete() and not state.completed and self.config.publish_run_completed:
-            await self.publish(
-                state.run_id,
-                pb.RunCompleted(outcome="completed", reason="every task's last round is complete"),
-            )
-            state.completed = True
+        await _rounds.complete_round(self.publish, state, rs, self.config.publish_run_completed)
 
     # ---- the pump: state -> work ------------------------------------------------------------
     async def _pump(self) -> None:
