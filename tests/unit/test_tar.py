@@ -1,8 +1,5 @@
 """extract_data: an archive from the network unpacks only inside its folder, with the data filter
-where Python has it (3.11.4+) and with our own member checks where it does not (Debian's 3.11.2).
-
-Imports a private module: `treegrpo._tar` (what these tests exercise is not on the package's public surface).
-"""
+where Python has it (3.11.4+) and with our own member checks where it does not (Debian's 3.11.2)."""
 
 from __future__ import annotations
 
