@@ -1,7 +1,6 @@
 """Hostile nodes through the containerised executor: node.sampled facts published on the stack's
 NATS (as the sampler would), run by the executor's local sandbox inside its hardened container.
-Each script reports what it could reach; every attempt must fail, and the executor stays up.
-"""
+Each script reports what it could reach; every attempt must fail, and the executor stays up."""
 
 from __future__ import annotations
 
