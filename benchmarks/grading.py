@@ -23,8 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from sklearn.metrics import log_loss, roc_auc_score
 
-from treegrpo.tasks import COMPETITIONS, grade_submission
-from treegrpo.tasks._task import task_from_spec
+from treegrpo.tasks import COMPETITIONS, grade_submission, task_from_spec
 
 
 def make_case(root: Path, competition: str, rows: int, rng: np.random.Generator):

@@ -101,7 +101,7 @@ def _children_cpu() -> float:
 
 
 def nodes(home: Path, run_id: str) -> list:
-    from treegrpo.report._data import load_from_root
+    from treegrpo.report import load_from_root
 
     [data] = load_from_root(home / "runs" / run_id / "export")
     return data.records

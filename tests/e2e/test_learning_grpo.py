@@ -24,6 +24,9 @@ reward of -0.014, 0.025, -0.000, -0.017, 0.012 over seeds 0-4 (mean 0.001, std 0
 ~0.50). The test runs seed 0 with learning and the five controls itself (~2 minutes on 2 cores)
 and requires the learned rise to exceed the control mean by 6 control standard deviations and the
 largest control difference 4 times.
+
+Imports a private module: `treegrpo_learner._loss`, `treegrpo_learner._model` (what these tests exercise
+is not on the package's public surface).
 """
 
 from __future__ import annotations

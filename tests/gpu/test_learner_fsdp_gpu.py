@@ -1,4 +1,9 @@
-"""The sharded learner on two GPUs (NCCL): run on a two-GPU machine with `pytest -m gpu tests/gpu`."""
+"""The sharded learner on two GPUs (NCCL): run on a two-GPU machine with `pytest -m gpu tests/gpu`.
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._model`,
+`treegrpo_learner._ranks`, `treegrpo_learner._trainer` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

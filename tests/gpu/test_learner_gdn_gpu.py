@@ -11,6 +11,10 @@ The truth is a float32 model on the torch reference path with every sequence alo
 stated: loss within 1 % relative; all LoRA gradients together within 3 % relative L2, and no worse
 than twice the bf16 reference's own error + 0.5 %; each LoRA tensor within 10 % relative L2.
 `TG_GPU_REPORT=path.json` writes every error measured.
+
+Imports a private module: `treegrpo_learner._attention`, `treegrpo_learner._gdn`,
+`treegrpo_learner._model`, `treegrpo_learner._trainer` (what these tests exercise is not on the
+package's public surface).
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""The learner's CUDA paths (run on the device machine: `make test-gpu`)."""
+"""The learner's CUDA paths (run on the device machine: `make test-gpu`).
+
+Imports a private module: `treegrpo_learner._logprobs`, `treegrpo_learner._model`,
+`treegrpo_learner._packing`, `treegrpo_learner._trainer` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

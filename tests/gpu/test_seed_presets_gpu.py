@@ -9,6 +9,9 @@ graded; a learner step per round, the last one's included, with the seed's phase
 and the sleep/wake phases of a colocated step; round 2 served by the v1 adapter, loaded and
 confirmed by the sampler. With TG_GPU_OUT set, the export's timing, the run's and the learner's
 logs and `nvidia-smi dmon` go there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
+
+Imports a private module: `treegrpo.models._seed_shapes` (what these tests exercise is not on the
+package's public surface).
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ not one lookup per sibling (was 16 for a group of 16); opening a trained run rea
 replay (was three) and finishes its tail from what that replay read (was one lookup more).
 
 The learner's two tests are about its private modules (`_buffer.read_members`, `_restore.Restorer`):
-the counts are theirs, and no public name reaches them without a model and a trainer."""
+the counts are theirs, and no public name reaches them without a model and a trainer.
+
+Imports a private module: `treegrpo_learner._buffer`, `treegrpo_learner._restore` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

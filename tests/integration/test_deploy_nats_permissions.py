@@ -25,8 +25,7 @@ import nats
 import pytest
 
 from treegrpo import events
-from treegrpo.bus import Bus, Consumer, ConsumerOptions, PermanentError
-from treegrpo.bus._client import ADAPTERS, STREAM, SUBMISSIONS
+from treegrpo.bus import ADAPTERS, STREAM, SUBMISSIONS, Bus, Consumer, ConsumerOptions, PermanentError
 from treegrpo.embedded import find_binary, free_port
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb

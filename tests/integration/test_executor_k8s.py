@@ -1,5 +1,9 @@
 """The k8s backend against the local API-server simulator (tests/k8s_sim), which really runs each
-pod's command as a local process. What the simulator does not emulate is listed in its docstring."""
+pod's command as a local process. What the simulator does not emulate is listed in its docstring.
+
+Imports a private module: `treegrpo_executor._k8s` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

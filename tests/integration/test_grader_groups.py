@@ -2,7 +2,11 @@
 one lookup per sibling); one whose ids are not the contract's (an imported run's) from one index of
 the run's node.graded facts, each fact read once: O(N) for the run, where it was one whole replay
 per node (O(N²)). About the grader's private `_groups` module (its counts are the point), on a real
-nats-server."""
+nats-server.
+
+Imports a private module: `treegrpo_grader._groups` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,11 @@ every group trained exactly once; with nothing left to rebuild the state from (n
 published adapter that verifies, a recorded step's facts gone from the log) the learner stops at
 once with a permanent exit and the reason, instead of failing the same way at every restart. A
 learner whose step goes non-finite or overflows stops with the step and the cause and publishes
-nothing of that step."""
+nothing of that step.
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._model` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Kill the learner process (SIGKILL) mid-run, start it again: every group is trained exactly once
-and the versions continue without a gap or a repeat."""
+and the versions continue without a gap or a repeat.
+
+Imports a private module: `treegrpo_learner._model` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

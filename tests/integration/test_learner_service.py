@@ -1,4 +1,8 @@
-"""The learner service against a real nats-server and the sampler's real weight receiver."""
+"""The learner service against a real nats-server and the sampler's real weight receiver.
+
+Imports a private module: `treegrpo_sampler.backends._hf` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 
@@ -74,8 +78,7 @@ async def wait_steps(bus, run_id: str, n: int, timeout: float = 60.0):
 
 
 async def real_receiver(bus, model: Path, workdir: Path):
-    from treegrpo_sampler._adapters import AdapterLoader, VersionGate
-    from treegrpo_sampler._weights import WeightReceiver
+    from treegrpo_sampler import AdapterLoader, VersionGate, WeightReceiver
     from treegrpo_sampler.backends._hf import HfBackend
 
     workdir.mkdir(parents=True, exist_ok=True)

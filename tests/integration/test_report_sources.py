@@ -1,4 +1,8 @@
-"""The report measures imported seed runs on the bus exactly as it measures the files themselves."""
+"""The report measures imported seed runs on the bus exactly as it measures the files themselves.
+
+Imports a private module: `treegrpo.report._html` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ with the test playing the executor (every script crashes), and the learner's wai
 An all-crashed round is the seed's problem in miniature: no group carries a signal, so the sampler
 spends the round's token budget on new siblings of its first group and no more; killed right after
 its first decision, a second sampler finishes the new group and decides nothing twice.
+
+Imports a private module: `treegrpo_learner._respend` (what these tests exercise is not on the package's
+public surface).
 """
 
 from __future__ import annotations
@@ -37,8 +40,7 @@ async def kill(svc, task) -> None:
     """No drain, no acks, generation abandoned (as in test_sampler_service)."""
     svc.stopping.set()
     task.cancel()
-    for t in [svc._pump_task, *svc._busy.values()]:
-        t.cancel()
+    svc.abandon()
     await svc.receiver.stop(0)
     await svc.bus.nc.close()
 

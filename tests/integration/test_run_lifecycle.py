@@ -1,6 +1,10 @@
 """Runs on one NATS stay apart: unique run ids, a start that cannot be joined, every attempt's end
 on the log, and services that never pick up a run whose latest attempt ended (real nats-server,
-a real sampler on a tiny model)."""
+a real sampler on a tiny model).
+
+Imports a private module: `treegrpo_learner._model` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from tests.integration.test_sampler_service import config, stop
 from treegrpo import events
 from treegrpo.config import ConfigError, RunSpec
 from treegrpo.events import Kind
-from treegrpo.runner._lifecycle import claim_run, end_run, new_run_id, record_end, reopen_run
+from treegrpo.runner import claim_run, end_run, new_run_id, record_end, reopen_run
 from treegrpo_sampler.service import SamplerService
 
 pytestmark = pytest.mark.timeout(150)

@@ -1,6 +1,10 @@
 """The runner's fault watch (real nats-server, real file systems): low free space, a NATS that went
 down and services whose bus writes fail are shown within seconds, once each, said again when they
-clear; a bus that takes no writes for `bus_wait_s` becomes the run's stop reason."""
+clear; a bus that takes no writes for `bus_wait_s` becomes the run's stop reason.
+
+Imports a private module: `treegrpo.runner._faults`, `treegrpo.runner._nats` (what these tests exercise
+is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

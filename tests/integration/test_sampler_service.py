@@ -56,8 +56,7 @@ async def kill(svc, task):
     """As abrupt as in-process gets: no drain, no acks, in-flight generation abandoned."""
     svc.stopping.set()
     task.cancel()
-    for t in [svc._pump_task, *svc._busy.values()]:
-        t.cancel()
+    svc.abandon()
     await svc.receiver.stop(0)
     await svc.bus.nc.close()
 

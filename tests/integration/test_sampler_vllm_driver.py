@@ -4,6 +4,9 @@
 and checks the JSON against transformers + peft. One engine start serves every scenario, because
 starting vLLM on the CPU takes most of the test's time. vLLM spawns its engine process, so the
 work sits under the `__main__` guard.
+
+Imports a private module: `treegrpo_sampler.backends._vllm` (what these tests exercise is not on the
+package's public surface).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ MESSAGES = [
 
 
 async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) -> dict:
-    from treegrpo_sampler.backends._base import SamplingParams
+    from treegrpo_sampler.backends import SamplingParams
     from treegrpo_sampler.backends._vllm import VllmBackend
     from treegrpo_sampler.config import VllmSettings
 

@@ -1,4 +1,8 @@
-"""Adapter hot-swap over gRPC against a real nats-server: verified, confirmed, refused when bad."""
+"""Adapter hot-swap over gRPC against a real nats-server: verified, confirmed, refused when bad.
+
+Imports a private module: `treegrpo_sampler.backends._hf` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

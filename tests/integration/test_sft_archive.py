@@ -1,4 +1,8 @@
-"""`--from-archive` against a real nats-server: a generated run's log, the selection rule, the pairs."""
+"""`--from-archive` against a real nats-server: a generated run's log, the selection rule, the pairs.
+
+Imports a private module: `treegrpo_learner.sft._run` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ Offline and honest: the wheels are the only treegrpo the new environments see (n
 no PYTHONPATH). Their third-party dependencies come from this environment's site-packages through a
 folder of links that leaves out every treegrpo distribution (and, for the executor-only environment,
 torch and the other heavy stacks, so importing one would fail, not just be noticed).
+
+Imports a private module: `treegrpo.report._html`, `treegrpo_learner.sft._demo` (what these tests
+exercise is not on the package's public surface).
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.plugins import SERVICES
-from treegrpo.runner import load_run_file
-from treegrpo.runner._examples import example, example_names
+from treegrpo.runner import example, example_names, load_run_file
 from treegrpo_learner.sft._demo import DEMO_SFT, DEMO_SIZE, fingerprint
 from treegrpo_learner.sft.config import SftConfig
 

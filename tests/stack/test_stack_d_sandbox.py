@@ -16,7 +16,7 @@ from tests.stack._stack import Stack
 from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec
-from treegrpo.runner._lifecycle import end_run
+from treegrpo.runner import end_run
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(900)]

@@ -1,4 +1,8 @@
-"""A seed record survives record → events → join unchanged, for any record the schema allows."""
+"""A seed record survives record → events → join unchanged, for any record the schema allows.
+
+Imports a private module: `treegrpo.archive._to_events` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,11 @@ small reachability model of the Kubernetes semantics (sandbox pods reach nothing
 NATS only, plus learner -> sampler gRPC), the restricted Pod Security profile on every pod, and the
 sandbox namespace's quota and limits. The node pods are the ones the executor's k8s backend really
 builds (services/executor/treegrpo_executor/_k8s_manifest.py) with the executor config each overlay
-deploys."""
+deploys.
+
+Imports a private module: `treegrpo_executor._k8s_manifest` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

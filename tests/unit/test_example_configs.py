@@ -8,8 +8,7 @@ import pytest
 
 from treegrpo.config import load, read_toml
 from treegrpo.plugins import SERVICES, service_class
-from treegrpo.runner._config import load_run_file
-from treegrpo.runner._examples import examples_dir
+from treegrpo.runner import examples_dir, load_run_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted([*examples_dir().glob("**/*.toml"), *(ROOT / "deploy").glob("**/*.toml")])

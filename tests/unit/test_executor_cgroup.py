@@ -2,7 +2,11 @@
 
 The v1 layout and the kernel's enforcement are tested for real, as root, in
 tests/integration/test_executor_redteam.py; a v2 host is not available here, so this checks what
-the code writes where on one."""
+the code writes where on one.
+
+Imports a private module: `treegrpo_executor._cgroup` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The k8s backend's objects, validated offline against the Kubernetes schema (kubernetes-validate)."""
+"""The k8s backend's objects, validated offline against the Kubernetes schema (kubernetes-validate).
+
+Imports a private module: `treegrpo_executor._k8s`, `treegrpo_executor._k8s_manifest` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Workspace helpers of the unjailed path: the submission walk, the size walk, removal."""
+"""Workspace helpers of the unjailed path: the submission walk, the size walk, removal.
+
+Imports a private module: `treegrpo_executor._workspace` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

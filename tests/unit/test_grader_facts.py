@@ -1,4 +1,8 @@
-"""The facts the grader builds: what node.graded copies, what group.scored holds."""
+"""The facts the grader builds: what node.graded copies, what group.scored holds.
+
+Imports a private module: `treegrpo_grader._groups` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Our metric arithmetic equals scikit-learn's (what MLE-bench calls) to the 5 decimals reported."""
+"""Our metric arithmetic equals scikit-learn's (what MLE-bench calls) to the 5 decimals reported.
+
+Imports a private module: `treegrpo.tasks._metrics` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -23,9 +23,14 @@ import pandas as pd
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from treegrpo.tasks import COMPETITIONS, grade_submission, load_answers, score_frame
-from treegrpo.tasks._submission import read_submission
-from treegrpo.tasks._task import task_from_spec
+from treegrpo.tasks import (
+    COMPETITIONS,
+    grade_submission,
+    load_answers,
+    read_submission,
+    score_frame,
+    task_from_spec,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

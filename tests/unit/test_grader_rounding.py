@@ -1,6 +1,10 @@
 """Scores are rounded as MLE-bench's `Grader` rounds them: `round(score, 5)` of the value the grade
 function returned, as it is. Python and numpy round a tie at the 6th decimal apart (0.690625 gives
-0.69063 as a Python float, 0.69062 as a numpy float), so the type of the raw value decides."""
+0.69063 as a Python float, 0.69062 as a numpy float), so the type of the raw value decides.
+
+Imports a private module: `treegrpo.tasks._grade` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from treegrpo.tasks import COMPETITIONS, InvalidSubmission, grade_submission
+from treegrpo.tasks import COMPETITIONS, InvalidSubmission, grade_submission, task_from_spec
 from treegrpo.tasks._grade import grader_round
-from treegrpo.tasks._task import task_from_spec
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,8 @@
-"""The built-in offline tasks: agreed layouts, determinism, the private tree, a learnable signal."""
+"""The built-in offline tasks: agreed layouts, determinism, the private tree, a learnable signal.
+
+Imports a private module: `treegrpo.tasks._builtin` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The learner's group buffer: which groups make the next step (no network, no model)."""
+"""The learner's group buffer: which groups make the next step (no network, no model).
+
+Imports a private module: `treegrpo_learner._buffer`, `treegrpo_learner._run_learner` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

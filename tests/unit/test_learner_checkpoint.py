@@ -1,6 +1,10 @@
 """Checkpoints are verified before they are trusted: a manifest written last (size + sha256 of
 every file) and the adapter's values. A damaged newest checkpoint is skipped with a reason, none
-good is a permanent error, and non-finite weights are never saved (real peft adapters, real files)."""
+good is a permanent error, and non-finite weights are never saved (real peft adapters, real files).
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._distributed`,
+`treegrpo_learner._model` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""A colocated learner's allocator and waits, off a GPU (the waits never block without CUDA)."""
+"""A colocated learner's allocator and waits, off a GPU (the waits never block without CUDA).
+
+Imports a private module: `treegrpo_learner._colocate` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """Sequence-level ratios (GSPO), masked rollout corrections (IcePop, the sequence gate) and loss
-aggregation modes, against hand-computed references on a few tokens."""
+aggregation modes, against hand-computed references on a few tokens.
+
+Imports a private module: `treegrpo_learner._loss`, `treegrpo_learner._model`,
+`treegrpo_learner._packing`, `treegrpo_learner._trainer` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The policy loss, the chunked log-probabilities and packing, against hand-computed references."""
+"""The policy loss, the chunked log-probabilities and packing, against hand-computed references.
+
+Imports a private module: `treegrpo_learner._logprobs`, `treegrpo_learner._loss`,
+`treegrpo_learner._model`, `treegrpo_learner._packing`, `treegrpo_learner._trainer` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Numeric faults of a training step are told apart from the faults a reopen cures."""
+"""Numeric faults of a training step are told apart from the faults a reopen cures.
+
+Imports a private module: `treegrpo_learner._numeric` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

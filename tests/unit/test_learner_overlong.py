@@ -1,4 +1,9 @@
-"""Responses cut at max_new_tokens: recorded on their node, masked from the loss or penalised (DAPO)."""
+"""Responses cut at max_new_tokens: recorded on their node, masked from the loss or penalised (DAPO).
+
+Imports a private module: `treegrpo_learner._buffer`, `treegrpo_learner._run_learner`,
+`treegrpo_sampler._expand`, `treegrpo_sampler._state` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """A version's published adapter in the base's dtype: bfloat16 halves the push, the tensors are
-the float32 master weights rounded once, and a learner resuming from it trains in float32 again."""
+the float32 master weights rounded once, and a learner resuming from it trains in float32 again.
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._model`,
+`treegrpo_learner._publish` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

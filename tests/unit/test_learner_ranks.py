@@ -1,5 +1,10 @@
 """The sharded learner on 2 gloo ranks (CPU): the same loss and gradients as one rank over the same
-batch, work split by tokens, and a checkpoint that resumes bit-for-bit with fresh ranks."""
+batch, work split by tokens, and a checkpoint that resumes bit-for-bit with fresh ranks.
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._distributed`,
+`treegrpo_learner._model`, `treegrpo_learner._ranks`, `treegrpo_learner._trainer` (what these tests
+exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Siblings that share a prompt compute it once (packed segments; Gated DeltaNet children start from
 the prompt's final state) and the learner's update is the per-sequence one: same log-probs, loss and
-per-parameter LoRA gradients, on a tiny random Qwen3.5-shaped hybrid (torch reference kernels)."""
+per-parameter LoRA gradients, on a tiny random Qwen3.5-shaped hybrid (torch reference kernels).
+
+Imports a private module: `treegrpo_learner._model`, `treegrpo_learner._packing`,
+`treegrpo_learner._trainer` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

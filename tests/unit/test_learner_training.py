@@ -1,5 +1,10 @@
 """Training behaviour on a tiny random Qwen3: a bandit is learned; a restored checkpoint continues
-exactly where it stopped."""
+exactly where it stopped.
+
+Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._model`,
+`treegrpo_learner._packing`, `treegrpo_learner._trainer` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

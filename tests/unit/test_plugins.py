@@ -1,6 +1,10 @@
 """The service plugins: each service distribution registers itself by entry points, under
 the names the wire contract uses, and a service that is not installed is an error naming the
-distribution to install."""
+distribution to install.
+
+Imports a private module: `treegrpo._topology` (what these tests exercise is not on the package's public
+surface).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ The browser test (tests/e2e/test_report_explorer_browser.py, slow) opens the pag
 check the file itself: the data is the runs' nodes and texts, every script is inline, nothing names
 an outside resource, the vendored libraries are the ones the manifest pins, and the CLI says where
 the page is (and opens it with --open).
+
+Imports a private module: `treegrpo.report._explorer`, `treegrpo.report._html` (what these tests
+exercise is not on the package's public surface).
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """The learning statistics: the sample score, the group bootstrap, the paired difference, the verdict,
-the round-1 agreement check and the curves, on synthetic runs whose answers are known."""
+the round-1 agreement check and the curves, on synthetic runs whose answers are known.
+
+Imports a private module: `treegrpo.report._compare`, `treegrpo.report._learning`,
+`treegrpo.report._stats` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from treegrpo.archive import NodeRecord
+from treegrpo.report import RunData
 from treegrpo.report._compare import compare, default_late_from
-from treegrpo.report._data import RunData
 from treegrpo.report._learning import POOLED, curves, scorers
 from treegrpo.report._stats import (
     FAIL,

@@ -1,4 +1,8 @@
-"""The seed's speed table (`treegrpo report A --against B`) and the marking of load runs."""
+"""The seed's speed table (`treegrpo report A --against B`) and the marking of load runs.
+
+Imports a private module: `treegrpo.report._data`, `treegrpo.report._html`, `treegrpo.report._speed`
+(what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """Zero-variance groups re-spent by the search: the plan, the sampler's decisions and new groups,
-the learner's sync rule and skip (no network, no model)."""
+the learner's sync rule and skip (no network, no model).
+
+Imports a private module: `treegrpo_learner._buffer`, `treegrpo_learner._respend`,
+`treegrpo_learner._run_learner`, `treegrpo_sampler._respend`, `treegrpo_sampler._state` (what these
+tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The report and the explorer show what was re-spent, what the learner skipped, and the entropy."""
+"""The report and the explorer show what was re-spent, what the learner skipped, and the entropy.
+
+Imports a private module: `treegrpo.report._data`, `treegrpo.report._explorer`,
+`treegrpo.report._output` (what these tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

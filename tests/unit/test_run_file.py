@@ -1,4 +1,8 @@
-"""A run file's service sections are typed by the services' own config classes at load."""
+"""A run file's service sections are typed by the services' own config classes at load.
+
+Imports a private module: `treegrpo.runner._execute` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

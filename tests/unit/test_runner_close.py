@@ -1,6 +1,10 @@
 """A run that is closing finishes closing when Ctrl-C comes meanwhile: its services stop and its end
 is recorded (asyncio.run answers a first Ctrl-C by cancelling the main task; a second one raises
-KeyboardInterrupt and stops hard)."""
+KeyboardInterrupt and stops hard).
+
+Imports a private module: `treegrpo.runner._lifecycle` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

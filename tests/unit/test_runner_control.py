@@ -1,13 +1,16 @@
-"""`treegrpo run --control`: the control arm is the train arm's run file with only training off."""
+"""`treegrpo run --control`: the control arm is the train arm's run file with only training off.
+
+Imports a private module: `treegrpo.runner._control` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from treegrpo.config import ConfigError
-from treegrpo.runner import load_run_file
+from treegrpo.runner import example, load_run_file
 from treegrpo.runner._control import arms
-from treegrpo.runner._examples import example
 
 pytestmark = pytest.mark.timeout(30)
 

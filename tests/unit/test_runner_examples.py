@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.config import ConfigError
-from treegrpo.runner import load_run_file
-from treegrpo.runner._examples import example, resolve_run_file
+from treegrpo.runner import example, load_run_file, resolve_run_file
 
 pytestmark = pytest.mark.timeout(30)
 

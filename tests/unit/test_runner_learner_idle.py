@@ -1,5 +1,6 @@
 """The runner's wait for the last learner step counts from the end of rollout (a private module:
-`treegrpo.runner._loop.finish_step` is what decides when a run is finished)."""
+`treegrpo.runner._loop.finish_step` is what decides when a run is finished).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from treegrpo.runner import Progress
 from treegrpo.runner._loop import finish_step
-from treegrpo.runner._progress import Progress
 
 pytestmark = pytest.mark.timeout(10)
 

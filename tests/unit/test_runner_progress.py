@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo import events
-from treegrpo.runner._progress import Progress
+from treegrpo.runner import Progress
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(30)

@@ -1,4 +1,8 @@
-"""What the runner prepares before the services start."""
+"""What the runner prepares before the services start.
+
+Imports a private module: `treegrpo.runner._execute` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The service configs the runner writes are TOML that reads back to what it was given, with unset
-(None) values left out so each service takes its default."""
+(None) values left out so each service takes its default.
+
+Imports a private module: `treegrpo.runner._toml` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The version gate (no swap lands inside a group's generation) and the safe adapter unpacking."""
+"""The version gate (no swap lands inside a group's generation) and the safe adapter unpacking.
+
+Imports a private module: `treegrpo_sampler._adapters`, `treegrpo_sampler._adapters._untar` (what these
+tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

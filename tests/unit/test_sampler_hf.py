@@ -1,4 +1,8 @@
-"""The model builder and the hf backend on a tiny local model (no network, no hub)."""
+"""The model builder and the hf backend on a tiny local model (no network, no hub).
+
+Imports a private module: `treegrpo_sampler.backends._hf` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

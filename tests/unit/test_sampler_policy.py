@@ -1,4 +1,8 @@
-"""The tree policy: pure function of the tree state + a seeded RNG (no network)."""
+"""The tree policy: pure function of the tree state + a seeded RNG (no network).
+
+Imports a private module: `treegrpo_sampler._expand` (what these tests exercise is not on the package's
+public surface).
+"""
 
 from __future__ import annotations
 

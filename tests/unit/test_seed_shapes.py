@@ -1,6 +1,10 @@
 """The seed's model shapes as random checkpoints: the real parameter counts, one folder that both
 vLLM's class (ConditionalGeneration) and the learner's loader (AutoModelForCausalLM) read, and a
-tokenizer that decodes every id a random model can sample."""
+tokenizer that decodes every id a random model can sample.
+
+Imports a private module: `treegrpo.models._seed_shapes` (what these tests exercise is not on the
+package's public surface).
+"""
 
 import pytest
 import torch

@@ -1,4 +1,8 @@
-"""Shared-prompt batches: the prompt forwarded once gives the packed batch's loss and gradient."""
+"""Shared-prompt batches: the prompt forwarded once gives the packed batch's loss and gradient.
+
+Imports a private module: `treegrpo_learner.sft._batches`, `treegrpo_learner.sft._train` (what these
+tests exercise is not on the package's public surface).
+"""
 
 from __future__ import annotations
 

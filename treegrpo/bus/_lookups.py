@@ -20,7 +20,7 @@ from nats.js.errors import NotFoundError
 from treegrpo import events
 from treegrpo.bus._errors import BusWriteError
 from treegrpo.bus._names import STREAM
-from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, _checked, _Cursor
+from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, Cursor, checked_event
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.v1 import events_pb2 as pb
@@ -223,7 +223,7 @@ class Lookups:
         patience_s: float,
         after: int = 0,
     ) -> AsyncIterator[tuple[int, pb.Event]]:
-        cursor = _Cursor(run_id, patience_s)
+        cursor = Cursor(run_id, patience_s)
         cursor.last = after
         try:
             while True:
@@ -242,7 +242,7 @@ class Lookups:
                 for m in msgs:
                     if not cursor.take(m):
                         break
-                    event = _checked(m, cursor.seen)
+                    event = checked_event(m, cursor.seen)
                     if event is not None:
                         yield m.metadata.sequence.stream, event
         finally:

@@ -28,7 +28,7 @@ REPLAY_PATIENCE_S = 60.0  # a server silent this long in a row ends a replay wit
 REPLAY_FETCH_S = 5.0  # one fetch's wait
 
 
-class _Cursor:
+class Cursor:
     def __init__(self, run_id: str, patience_s: float):
         self.run_id, self.patience_s = run_id, patience_s
         self.sub = None
@@ -110,7 +110,7 @@ class _Cursor:
         await self._drop_async()
 
 
-def _checked(m, seen: set[str]) -> pb.Event | None:
+def checked_event(m, seen: set[str]) -> pb.Event | None:
     """The event in `m`, or None (logged) when its body is undecodable, not of its subject, or not
     the first message on its subject (a fact is immutable: the first one stands)."""
     try:

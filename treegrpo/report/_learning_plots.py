@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from treegrpo.report._learning import POOLED, CurveRow  # noqa: E402
-from treegrpo.report._plots import _save  # noqa: E402
+from treegrpo.report._plots import save_figure  # noqa: E402
 
 MEASURES = {
     "failed_share": "failed share",
@@ -61,7 +61,7 @@ def curves_grid(curves: dict[str, list[CurveRow]], axis: str, path: Path, title:
                 ax.set_ylim(-0.02, 1.02)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def vs_control(
@@ -79,4 +79,4 @@ def vs_control(
         ax.set_ylabel("sample score", fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"Train vs control — {headline} (shaded: the rounds compared)", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -31,7 +31,7 @@ PHASE_COLORS = dict(
 )
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
     plt.close(fig)
@@ -48,7 +48,7 @@ def crash_rate_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
         xlabel="round", ylabel="crash rate (status crashed / nodes)", ylim=(0, 1), title="Crash rate by round"
     )
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def phase_bars(runs: Sequence[RunMetrics], path: Path) -> Path:
@@ -65,7 +65,7 @@ def phase_bars(runs: Sequence[RunMetrics], path: Path) -> Path:
     handles, labels = ax.get_legend_handles_labels()
     seen = dict(zip(labels, handles, strict=False))
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def best_metric_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
@@ -81,7 +81,7 @@ def best_metric_by_round(runs: Sequence[RunMetrics], path: Path) -> Path:
                 ax.plot(*zip(*pts, strict=False), marker="o", label=f"{m.run_id} · {task}")
     ax.set(xlabel="round", ylabel="best test metric (raw)", title="Best test metric by round")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def round_tree(records: Sequence[NodeRecord], title: str, path: Path) -> Path:
@@ -102,4 +102,4 @@ def round_tree(records: Sequence[NodeRecord], title: str, path: Path) -> Path:
     ax.set(xlabel="expansion step", ylabel="node (tree order)", title=title)
     ax.set_xticks(sorted({r.step for r in records}))
     ax.legend(fontsize=7, loc="upper right")
-    return _save(fig, path)
+    return save_figure(fig, path)

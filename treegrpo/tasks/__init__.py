@@ -33,7 +33,15 @@ from treegrpo.tasks._mlebench import (
 )
 from treegrpo.tasks._registry import TaskRegistry, UnknownTask, get_task, list_tasks
 from treegrpo.tasks._submission import DEFAULT_MAX_BYTES, InvalidSubmission, check_size, read_submission
-from treegrpo.tasks._task import COMPETITIONS, CompetitionSpec, Grading, Metric, Task, Validation
+from treegrpo.tasks._task import (
+    COMPETITIONS,
+    CompetitionSpec,
+    Grading,
+    Metric,
+    Task,
+    Validation,
+    task_from_spec,
+)
 
 __all__ = [
     "check_size",
@@ -68,4 +76,5 @@ __all__ = [
     "read_competition",
     "read_submission",
     "score_frame",
+    "task_from_spec",
 ]

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import logging
-import math
 import os
 import shutil
 import signal
@@ -29,14 +27,7 @@ from pathlib import Path
 from treegrpo_executor import _workspace as wsmod
 from treegrpo_executor._cgroup import Cgroups
 from treegrpo_executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
-from treegrpo_executor._host import (
-    cpu_set,
-    host_unix_sockets,
-    interpreter_trees,
-    kill_uid,
-    require_traversable,
-    tree_rss,
-)
+from treegrpo_executor._host import cpu_set, kill_uid, require_traversable, tree_rss
 from treegrpo_executor._images import ImagePool
 from treegrpo_executor._launch import ELAPSED_MARK, encode_spec
 from treegrpo_executor._node import (
@@ -60,16 +51,11 @@ from treegrpo_executor._outcome import (
     Timings,
     tail,
 )
+from treegrpo_executor._spec import Placement, Sandbox, launch_spec
 from treegrpo_executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("_launch.py"))
-_PASS_ENV = (
-    "LD_LIBRARY_PATH",
-    "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-    "NVSHMEM_DISABLE_NVLS",
-)
 
 
 class LocalBackend:
@@ -201,94 +187,11 @@ class LocalBackend:
             return "tmpfs" if lim.ephemeral_gib <= self.cfg.local.tmpfs_max_gib else "loop"
         return self.disk
 
-    def _spec(
-        self, job: Job, node: Node, uid: int | None, slot: int, device: str | None, public: Path | None
-    ) -> dict:
-        lim = job.limits
-        threads = str(max(1, int(lim.cpu)))
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "MPLBACKEND": "Agg",
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "OPENBLAS_NUM_THREADS": threads,
-            "CUDA_VISIBLE_DEVICES": device if device is not None else "",
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        }
-        env.update({k: os.environ[k] for k in _PASS_ENV if k in os.environ})
-        cwd = os.path.join(self.cfg.local.jail_dir, "work") if self.jailed else str(node.ws.path)
-        env.update(HOME=cwd, TMPDIR=os.path.join(cwd, "tmp"))
-        rl = {
-            "NPROC": lim.nproc,
-            "FSIZE": int(lim.ephemeral_gib * GIB),
-            "NOFILE": lim.nofile,
-            "CORE": 0,
-            "CPU": int(math.ceil(lim.timeout_s * lim.cpu)) + 1,
-        }
-        if not lim.gpu:
-            rl["AS"] = int(lim.mem_gib * GIB)
-        keep = interpreter_trees(self.python)
-        hide = wsmod.hidden_dirs(self.cfg.local.hidden_paths, self.cfg.public_data_roots, keep) + [
-            str(self.root)
-        ]
-        spec = {
-            "namespaces": self.jailed,
-            "cwd": cwd,
-            "jail_dir": self.cfg.local.jail_dir,
-            "uid": uid,
-            "gid": uid,
-            "rlimits": rl,
-            "cpus": cpu_set(slot, lim.cpu),
-            "hide": hide,
-            "mask_devices": self._other_gpus(device),
-            "private_tmp": [
-                ("/tmp", "512m"),
-                ("/var/tmp", "512m"),
-                ("/run", "64m"),
-                ("/var/run", "64m"),
-                ("/var/lock", "16m"),
-                ("/dev/shm", f"{max(64, int(lim.mem_gib * 512))}m"),
-            ],
-            "expose": keep,
-            "input_src": str(public) if public else None,
-            "argv": [self.python, "-I", "-u", "script.py"],
-            "env": env,
-            "cgroup_procs": node.cg.procs_files if node.cg else [],
-        }
-        if self.jailed:
-            disk = {
-                "kind": "tmpfs",
-                "bytes": disk_bytes(lim),
-                "inodes": inodes(lim, self.cfg.local.inodes_per_gib),
-            }
-            if node.image is not None:
-                disk = {"kind": "loop", "image": str(node.image)}
-            spec.update(
-                disk=disk,
-                code=job.code.encode("utf-8", "surrogateescape"),
-                mask_sockets=host_unix_sockets(),
-                result_fd=node.result.fileno(),
-                submission_cap=wsmod.MAX_SUBMISSION,
-            )
-        return spec
-
-    def _other_gpus(self, device: str | None) -> list[str]:
-        """Device files of every GPU but the node's (all of them for a CPU node), so overriding
-        CUDA_VISIBLE_DEVICES reaches nothing: the file is /dev/null in the jail."""
-        mine = self._minor(device) if device is not None else None
-        return sorted(p for p in glob.glob("/dev/nvidia[0-9]*") if p != f"/dev/nvidia{mine}")
-
-    def _minor(self, device: str) -> int:
-        minor = getattr(self.reader, "minor", None)
-        return minor(device) if callable(minor) else int(device)
-
     async def _execute(
         self, job: Job, node: Node, uid: int | None, slot: int, device: str | None, public: Path | None
     ) -> tuple[Outcome, list[str]]:
-        spec = self._spec(job, node, uid, slot, device, public)
+        sandbox = Sandbox(self.cfg, self.root, self.python, self.jailed, self.reader)
+        spec = launch_spec(sandbox, job, node, Placement(uid, slot, device, public))
         t0 = time.monotonic()
         proc = await _start_launcher(
             stdout=asyncio.subprocess.PIPE,

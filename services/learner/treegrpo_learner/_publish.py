@@ -21,9 +21,9 @@ from pathlib import Path
 import grpc
 
 from treegrpo import events
-from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.events import Kind
+from treegrpo.safetar import extract_data
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo.v1 import weights_pb2 as wpb
 from treegrpo.v1 import weights_pb2_grpc as wgrpc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
@@ -312,7 +312,7 @@ class RunLearner:
         return rec
 
     async def upload(self, adapter=None):
-        extra = {"state": ckpt.asdict(self.state)}
+        extra = {"state": asdict(self.state)}
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:
             adapter = await asyncio.to_thread(self.trainer.export)

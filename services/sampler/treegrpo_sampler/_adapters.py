@@ -16,14 +16,15 @@ import logging
 import shutil
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from treegrpo import events
-from treegrpo._tar import extract_data
 from treegrpo.bus import ADAPTERS, Bus, file_sha256
 from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
+from treegrpo.safetar import extract_data
 from treegrpo.v1 import events_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,24 @@ class AdapterLoader:
             return await self.load_archive(run_id, published.version, dest, published.sha256)
         finally:
             dest.unlink(missing_ok=True)
+
+    async def pull_when_due(
+        self,
+        run_id: str,
+        published: pb.PolicyPublished,
+        after_s: float,
+        retry_s: float,
+        stop: Callable[[], bool],
+    ) -> None:
+        """Pull `published` once `after_s` has passed without a push loading it, again every
+        `retry_s` (1 s at least) while refused, until it is served or `stop()`."""
+        deadline = time.monotonic() + after_s
+        while self.backend.version < published.version and not stop():
+            if time.monotonic() >= deadline:
+                if (await self.pull(run_id, published)).accepted:
+                    return
+                deadline = time.monotonic() + max(1.0, retry_s)  # retry later
+            await asyncio.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
 
 
 def _untar(archive: Path, folder: Path) -> None:

@@ -23,17 +23,17 @@ from treegrpo.events import Kind
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_sampler import _expand, _respend
+from treegrpo_sampler import _expand, _respend, _rounds
 from treegrpo_sampler._adapters import AdapterLoader, VersionGate
 from treegrpo_sampler._checks import check_adapter, check_attempt, check_group, require_started
+from treegrpo_sampler._schedule import Scheduler
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
 from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
-from treegrpo_sampler.policy import Expansion, next_expansions, round_complete, waits_for_policy
+from treegrpo_sampler.policy import Expansion, next_expansions, waits_for_policy
 
 log = logging.getLogger(__name__)
-RETRY_S = 5.0  # a group whose sampling failed (bus down, missing task folder) is retried after this
 
 
 class SamplerService(Service):
@@ -49,14 +49,10 @@ class SamplerService(Service):
         self.receiver: WeightReceiver | None = None
         self.runs: dict[str, RunState] = {}
         self._run_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-        self._busy: dict[str, asyncio.Task] = {}
-        self._pulls: dict[tuple[str, int], asyncio.Task] = {}
+        self.scheduler = Scheduler(config.max_concurrent_groups)
         self._contexts: dict[str, TaskContext] = {}
         self._pump_task: asyncio.Task | None = None
         self._foreign_warned: set[str] = set()
-        self._retry_at: dict[str, float] = {}  # group id -> monotonic time before which a failed group waits
-        self._served_at: dict[str, float] = {}  # run -> when the pump last started a group of it
         self.groups_sampled = 0
 
     @property
@@ -126,13 +122,19 @@ class SamplerService(Service):
                     raise
                 log.error("run %s: not resumed, its run.started is bad: %s", run_id, exc)
 
+    def abandon(self) -> None:
+        """Cancel the pump and every group and pull without waiting (an in-process stand-in for a
+        killed sampler: nothing drains, nothing is acked)."""
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self.scheduler.cancel()
+
     async def on_stop(self) -> None:
-        for task in [self._pump_task, *self._busy.values(), *self._pulls.values()]:
-            if task is not None:
-                task.cancel()
+        if self._pump_task is not None:
+            self._pump_task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(
-                *[t for t in [self._pump_task, *self._busy.values()] if t], return_exceptions=True
+                *[t for t in [self._pump_task] if t], self.scheduler.cancel_all(), return_exceptions=True
             )
         if self.receiver is not None:
             await self.receiver.stop()
@@ -157,7 +159,7 @@ class SamplerService(Service):
         for rs in list(state.rounds.values()):
             await self._respend(state, rs)  # a crash may have come between the scores and the decisions
             await self._maybe_complete_round(state, rs)
-        self._wake.set()
+        self.scheduler.wake()
         return state
 
     async def on_run_started(self, event: pb.Event, delivery: Delivery) -> None:
@@ -185,7 +187,7 @@ class SamplerService(Service):
             return
         state.apply(event)
         await self._catch_up(state)
-        self._wake.set()
+        self.scheduler.wake()
 
     async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
         check_group(event.envelope.run_id, event.group_scored)
@@ -196,7 +198,7 @@ class SamplerService(Service):
         body = event.group_scored
         await self._respend(state, state.round(body.task, body.round))
         await self._maybe_complete_round(state, state.round(body.task, body.round))
-        self._wake.set()
+        self.scheduler.wake()
 
     async def on_policy_published(self, event: pb.Event, delivery: Delivery) -> None:
         state = await self.ensure_run(event.envelope.run_id)
@@ -215,77 +217,44 @@ class SamplerService(Service):
             self._schedule_pull(state, latest, 0.0)
 
     def _schedule_pull(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
-        key = (state.run_id, published.version)
-        if published.version <= self.backend.version or key in self._pulls:
-            return
-        task = asyncio.create_task(self._pull_later(state, published, after_s))
-        self._pulls[key] = task
-        task.add_done_callback(lambda _t, k=key: self._pulls.pop(k, None))
+        if published.version > self.backend.version:
+            key = (state.run_id, published.version)
+            self.scheduler.pull(key, lambda: self._pull_later(state, published, after_s))
 
     async def _pull_later(self, state: RunState, published: pb.PolicyPublished, after_s: float) -> None:
-        deadline = time.monotonic() + after_s
-        while self.backend.version < published.version and not (self.stopping.is_set() or state.completed):
-            if time.monotonic() >= deadline:
-                result = await self.loader.pull(state.run_id, published)
-                if result.accepted:
-                    break
-                deadline = time.monotonic() + max(1.0, self.config.grpc.pull_after_s)  # retry later
-            await asyncio.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
-        self._wake.set()
+        def stop() -> bool:
+            return self.stopping.is_set() or state.completed
+
+        retry_s = self.config.grpc.pull_after_s
+        await self.loader.pull_when_due(state.run_id, published, after_s, retry_s, stop)
+        self.scheduler.wake()
 
     # ---- rounds -----------------------------------------------------------------------------
     async def _respend(self, state: RunState, rs) -> None:
         """Once the round's expansions are scored: record a decision per zero-variance group."""
         tokens = self.config.sampling.max_new_tokens  # what one new sibling reserves of the budget
         if not state.completed and await _respend.record(self.bus, state, rs, tokens, self.producer):
-            self._wake.set()
+            self.scheduler.wake()
 
     async def _maybe_complete_round(self, state: RunState, rs) -> None:
-        if state.completed or rs.completed or not round_complete(rs, state.spec):
-            return
-        # the fact only: the round's summary is a projection of its node events (treegrpo.archive), so
-        # ending a round costs no lookup per node
-        body = pb.RoundCompleted(task=rs.task, round=rs.round, completed_unix=int(time.time()))
-        await self.publish(state.run_id, body)
-        rs.completed = True
-        scores = [s for g in rs.groups.values() for s in (g.scores or {}).values()]
-        log.info(
-            "run %s: %s round %d complete (%d/%d valid)",
-            state.run_id,
-            rs.task,
-            rs.round,
-            sum(not s.buggy for s in scores),
-            len(scores),
-        )
-        if state.all_rounds_complete() and not state.completed and self.config.publish_run_completed:
-            await self.publish(
-                state.run_id,
-                pb.RunCompleted(outcome="completed", reason="every task's last round is complete"),
-            )
-            state.completed = True
+        await _rounds.complete_round(self.publish, state, rs, self.config.publish_run_completed)
 
     # ---- the pump: state -> work ------------------------------------------------------------
     async def _pump(self) -> None:
         while not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
-            self._wake.clear()
+            await self.scheduler.wait(1.0)
             # runs take turns: the one served longest ago first, each with its share of the slots
-            runs = sorted(
-                (s for s in self.runs.values() if not s.completed),
-                key=lambda s: self._served_at.get(s.run_id, 0.0),
-            )
-            share = max(1, self.config.max_concurrent_groups // max(1, len(runs)))
+            runs, share = self.scheduler.turns(self.runs.values())
             for state in runs:
                 if self._launch(state, share):
-                    self._served_at[state.run_id] = time.monotonic()
+                    self.scheduler.served(state.run_id)
             await self._maybe_sleep(runs)
 
     async def _maybe_sleep(self, runs: list[RunState]) -> None:
         """A colocated engine releases the GPU once every open run waits for the learner's next
         version (not between a round's expansions: those wait only for the executor and grader)."""
         sleep = getattr(self.backend, "sleep", None)
-        if sleep is None or self._busy or not runs or getattr(self.backend, "asleep", False):
+        if sleep is None or self.scheduler.in_flight or not runs or getattr(self.backend, "asleep", False):
             return
         version = self.backend.version
         if all(waits_for_policy(s.spec, s.rounds, version) for s in runs):
@@ -293,19 +262,15 @@ class SamplerService(Service):
 
     def _launch(self, state: RunState, share: int) -> int:
         """Start up to `share` of the free slots' groups for this run; how many started."""
-        free = min(share, self.config.max_concurrent_groups - len(self._busy))
+        free = self.scheduler.free(share)
         if free <= 0:
             return 0
         version = self._version_for(state)
         if version is None:
             return 0
-        now = time.monotonic()
-        waiting = {gid for gid, at in self._retry_at.items() if at > now}
-        todo = next_expansions(state.run_id, state.spec, state.rounds, version, set(self._busy) | waiting)
+        todo = next_expansions(state.run_id, state.spec, state.rounds, version, self.scheduler.held())
         for exp in todo[:free]:
-            task = asyncio.create_task(self._sample(state, exp))
-            self._busy[exp.group_id] = task
-            task.add_done_callback(lambda t, gid=exp.group_id: self._done(gid, t))
+            self.scheduler.start(exp.group_id, self._sample(state, exp), self._done)
         return len(todo[:free])
 
     def _version_for(self, state: RunState) -> int | None:
@@ -324,16 +289,16 @@ class SamplerService(Service):
         return None
 
     def _done(self, group_id: str, task: asyncio.Task) -> None:
-        self._busy.pop(group_id, None)
         if not task.cancelled() and isinstance(task.exception(), FileNotFoundError) and self.run_id:
             # a task the run names is nowhere to be found: no retry brings it, and this sampler
             # serves that one run, so stop it with the reason (an unscoped one keeps serving others)
             self.fail(f"group {group_id}: {task.exception()}")
         elif not task.cancelled() and task.exception() is not None:
-            log.error("group %s failed: %r; retrying in %.0fs", group_id, task.exception(), RETRY_S)
+            log.error(
+                "group %s failed: %r; retrying in %.0fs", group_id, task.exception(), self.scheduler.retry_s
+            )
             self.note_error(f"group {group_id}: {type(task.exception()).__name__}: {task.exception()}")
-            self._retry_at[group_id] = time.monotonic() + RETRY_S
-        self._wake.set()
+            self.scheduler.retry_later(group_id)
 
     async def _sample(self, state: RunState, exp: Expansion) -> None:
         # one trace per sibling group: each node's journey sampler -> executor -> grader -> learner
