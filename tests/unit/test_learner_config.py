@@ -1,4 +1,8 @@
-"""The learner's config is nested by concern and shares one default per setting with the trainer."""
+"""The learner's config is nested by concern and shares one default per setting with the trainer.
+
+Imports a private module: `treegrpo_learner._config_train`, `treegrpo_learner._settings` (where the
+sections and the one default per setting live: what these tests pin).
+"""
 
 from __future__ import annotations
 
