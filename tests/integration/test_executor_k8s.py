@@ -23,6 +23,7 @@ from treegrpo_executor._k8s import K8sBackend
 from treegrpo_executor.service import ExecutorService
 
 pytestmark = pytest.mark.timeout(90)
+NODE = events.node_id("r1", "t", 1, 0, 0)  # the id of its place in the tree: a made-up id is refused
 OK_CODE = (
     "import os\nn = len(os.listdir('input'))\n"
     "open('submission/submission.csv','w').write(f'id,n\\n1,{n}\\n')\n"
@@ -116,11 +117,11 @@ async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_ser
         )
     )
     node = pb.NodeSampled(
-        node_id="0123456789ab",
+        node_id=NODE,
         task="t",
         round=1,
         step=0,
-        sibling_group="g",
+        sibling_group=events.group_id("r1", "t", 1, 0),
         mode="draft",
         group_size=1,
         code="# /// script\n# [tool.resources]\n# cpu = 1\n# ///\n" + OK_CODE,
@@ -132,7 +133,7 @@ async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_ser
     task = asyncio.create_task(svc.run())
     try:
         for _ in range(300):
-            got = await bus.last_event("r1", Kind.NODE_EXECUTED, "0123456789ab")
+            got = await bus.last_event("r1", Kind.NODE_EXECUTED, NODE)
             if got:
                 break
             await asyncio.sleep(0.1)
@@ -141,6 +142,6 @@ async def test_executor_service_on_the_k8s_backend_end_to_end(sim, bus, nats_ser
         await task
         await svc.close()
     ex = got.node_executed
-    assert ex.status == "ok" and ex.where == "k8s:tg-exec-r1-0123456789ab" and ex.resources.cpu == 1
+    assert ex.status == "ok" and ex.where == f"k8s:tg-exec-r1-{NODE}" and ex.resources.cpu == 1
     assert ex.exec_timings.pending > 0
     assert await bus.get_object(SUBMISSIONS, ex.submission_key) == b"id,n\n1,1\n"
