@@ -33,10 +33,14 @@ pytestmark = [
     ),
 ]
 
-# every kind a trained two-round run publishes (dead.lettered goes to its own stream, run.resumed
-# only on --resume)
-# every kind a plain run publishes: not the ones of faults, resumes and restores
-RUN_KINDS = {k.value for k in Kind} - {Kind.DEAD_LETTERED, Kind.RUN_RESUMED, Kind.LEARNER_RESTORED}
+# every kind a plain trained run publishes: not the ones of faults (dead.lettered goes to its own
+# stream), resumes, restores, nor group.respent (only with run.tree.respend on)
+RUN_KINDS = {k.value for k in Kind} - {
+    Kind.DEAD_LETTERED,
+    Kind.RUN_RESUMED,
+    Kind.LEARNER_RESTORED,
+    Kind.GROUP_RESPENT,
+}
 
 
 def installed_client() -> Path:
