@@ -166,6 +166,13 @@ class AdapterLoader:
         return self._refuse(f"v{version} holds {sum(bad.values())} non-finite values ({', '.join(bad)})")
 
     async def _swap(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
+        """Load and record the version as one: a push whose caller went away (the learner killed
+        mid-push) cancels the RPC's handler, and a swap cancelled after the backend loaded left a
+        sampler serving a version it had no record of (no sha, no run: every later push refused and
+        the run waiting for good, seen in the compose stack's learner fault). The swap finishes."""
+        return await asyncio.shield(self._swap_now(run_id, version, folder, sha))
+
+    async def _swap_now(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
         started = time.perf_counter()
         slept = getattr(self.backend, "asleep", False)  # a colocated engine wakes inside this load
         try:
