@@ -170,3 +170,35 @@ async def test_an_adapter_with_non_finite_values_is_refused_and_the_last_good_on
     backend = receiver.loader.backend
     assert backend.version == 1 and await bus.last_event(RUN, Kind.POLICY_LOADED, ("2", "s1")) is None
     assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids
+
+
+async def test_a_load_whose_caller_is_cancelled_still_records_the_version_it_swapped_in(
+    bus, tiny, tmp_path, receiver, monkeypatch
+):
+    # the learner killed mid-push cancels the RPC's handler; seen in the compose stack: the backend
+    # had loaded v1 but the sampler kept no sha or run for it, so every later push was refused
+    import asyncio
+
+    data = adapter_tar(tiny, tmp_path, 6)
+    published = await announce(bus, 1, data)
+    loader = receiver.loader
+    real, entered = loader.backend.load_adapter, asyncio.Event()
+
+    async def slow_load(version, folder):  # a load that takes a while, as a 173 MB adapter's does
+        entered.set()
+        await real(version, folder)
+        await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(loader.backend, "load_adapter", slow_load)
+    load = asyncio.create_task(loader.pull(RUN, published))
+    await entered.wait()
+    await asyncio.sleep(0.05)
+    load.cancel()  # the caller goes away mid-swap
+    for _ in range(100):
+        if loader.serving_sha:
+            break
+        await asyncio.sleep(0.05)
+    assert loader.backend.version == 1
+    assert loader.serving_sha == published.sha256 and loader.serving_run == RUN
+    again = await push_adapter(receiver.address, RUN, 1, data)  # the learner's re-push is confirmed
+    assert again.accepted and again.version == 1, again.reason
