@@ -16,6 +16,7 @@ import contextlib
 
 import pytest
 
+from tests.bus_wait import wait_for_fact
 from treegrpo import events
 from treegrpo.bus import STREAM, Consumer, Deferred
 from treegrpo.config import NatsSettings, RunSpec, TelemetrySettings
@@ -86,11 +87,7 @@ async def crashing_executor(bus):
 
 
 async def wait_for(bus, run, kind, key=None, timeout=60.0) -> pb.Event:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (ev := await bus.last_event(run, kind, key)) is None:
-        assert asyncio.get_running_loop().time() < deadline, f"no {kind} {key} within {timeout}s"
-        await asyncio.sleep(0.1)
-    return ev
+    return await wait_for_fact(bus, run, kind, key, timeout, poll_s=0.1)
 
 
 async def subject_counts(bus, run: str, kind: Kind) -> dict[str, int]:

@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import pytest
 
+from tests.bus_wait import wait_for_fact
 from treegrpo import events
 from treegrpo.archive import export_runs
 from treegrpo.bus import ADAPTERS, STREAM, Consumer
@@ -144,11 +145,7 @@ async def grading(bus):
 
 
 async def wait_for(bus, run, kind, key=None, timeout=60.0) -> pb.Event:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (ev := await bus.last_event(run, kind, key)) is None:
-        assert asyncio.get_running_loop().time() < deadline, f"no {kind} {key} within {timeout}s"
-        await asyncio.sleep(0.2)
-    return ev
+    return await wait_for_fact(bus, run, kind, key, timeout, poll_s=0.2)
 
 
 async def sampled_counts(bus, run) -> dict[str, int]:
