@@ -62,20 +62,23 @@ wait_for() {  # wait [LIMIT_S]: until the test ends or the limit; what there is 
   if [ -f "$STATE/rc" ]; then echo "done: pytest rc=$(cat "$STATE/rc")"; tail -15 "$STATE/pytest.log"; else echo "still running after $((SECONDS - t0)) s"; fi
 }
 
-collect() {
+collect() {  # per shape: summary.json on top, the rest in one tar (the channel takes 8 files)
   env_for_run
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
-  local shape d
+  local shape d run pack
   for shape in $(tr ',' ' ' < "$STATE/current"); do
     d=$STATE/out/$shape
     [ -d "$d" ] || continue
-    python3 benchmarks/seed_round_summary.py "$d" > "$OUT/summary_$shape.json" 2> "$OUT/summary_$shape.err"
-    tail -c 60000 "$d/run.log" > "$OUT/run_$shape.log" 2>/dev/null
-    cp "$d/timing.jsonl" "$OUT/timing_$shape.jsonl" 2>/dev/null
+    pack=$STATE/pack/$shape && rm -rf "$pack" && mkdir -p "$pack"
+    python3 benchmarks/seed_round_summary.py "$d" > "$OUT/summary_$shape.json" 2> "$pack/summary.err"
+    cp "$d"/*.log "$d"/*.json* "$pack/" 2>/dev/null
+    run=$(cat "$d/run_dir.txt" 2>/dev/null || ls -td "$STATE"/home/runs/*/ 2>/dev/null | head -1)
+    # the run's export (round_N/, timing.jsonl, report/) and its service logs, without checkpoints
+    [ -n "$run" ] && [ -d "$run" ] && tar -C "$(dirname "$run")" --exclude='*.safetensors' --exclude='*.pt' \
+      --exclude='*.bin' --exclude='checkpoints' -czf "$pack/run.tgz" "$(basename "$run")"
+    tar -C "$STATE/pack" -czf "$OUT/round_$shape.tgz" "$shape"
   done
   cp "$STATE/pytest.log" "$OUT/pytest.log" 2>/dev/null
-  local logs; logs=$(ls -td "$STATE"/home/runs/*/logs 2>/dev/null | head -1)
-  [ -n "$logs" ] && tar -C "$logs" -czf "$OUT/service_logs.tgz" . 2>/dev/null
   true
 }
 

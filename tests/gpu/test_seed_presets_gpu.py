@@ -86,6 +86,7 @@ def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     model = _model(home, shape)
     rounds = int(os.environ.get("TG_SEED_ROUNDS", "2"))
     run_dir = _run(preset, model, home, out, rounds=rounds)
+    (out / "run_dir.txt").write_text(str(run_dir))  # the export goes back for the speed table
     for log in run_dir.glob("logs/learner*"):  # its per-step throughput lines (seed_round_summary.py)
         shutil.copy(log, out / log.name)
     timing_files = list(run_dir.rglob("timing.jsonl"))

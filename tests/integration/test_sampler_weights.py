@@ -24,6 +24,7 @@ from treegrpo_sampler import (
     WeightReceiver,
     push_adapter,
 )
+from treegrpo_sampler.backends import EngineLost
 from treegrpo_sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,3 +203,36 @@ async def test_a_load_whose_caller_is_cancelled_still_records_the_version_it_swa
     assert loader.serving_sha == published.sha256 and loader.serving_run == RUN
     again = await push_adapter(receiver.address, RUN, 1, data)  # the learner's re-push is confirmed
     assert again.accepted and again.version == 1, again.reason
+
+
+async def test_an_engine_that_cannot_wake_refuses_the_push_and_stops_the_sampler_with_why(
+    bus, tiny, tmp_path
+):
+    # a colocated vLLM engine whose wake ran out of memory (the 27B on one H200): no version can
+    # load again, so the loader hands the reason to the service's fail() instead of refusing forever
+    class CannotWake(HfBackend):
+        async def load_adapter(self, version, folder):
+            raise EngineLost("the vLLM engine could not wake: CUDA Error: out of memory")
+
+    lost: list[str] = []
+    loader = AdapterLoader(
+        CannotWake(tiny),
+        bus,
+        VersionGate(),
+        "s1",
+        tmp_path / "adapters",
+        "sampler/s1",
+        published_wait_s=1.0,
+        on_engine_lost=lost.append,
+    )
+    rec = WeightReceiver(loader, "127.0.0.1", 0)
+    await rec.start()
+    try:
+        data = adapter_tar(tiny, tmp_path, 1)
+        await announce(bus, 1, data)
+        ack = await push_adapter(rec.address, RUN, 1, data)
+    finally:
+        await rec.stop()
+    assert not ack.accepted and "out of memory" in ack.reason and ack.version == 0
+    assert len(lost) == 1 and "could not wake" in lost[0]
+    assert await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1")) is None

@@ -86,3 +86,46 @@ async def test_a_sleep_decided_under_the_old_version_never_falls_inside_an_adapt
     await load
     assert b.version == 1 and not b.asleep
     assert engine.calls == ["sleep 1", "wake", "add_lora policy-v1-1"]
+
+
+class CrowdedEngine(EngineStandIn):
+    """What vLLM 0.26 raised on the H200 when the 27B's engine woke into 72.7 GiB after the
+    learner's step (it needed the 73.3 GiB its sleep had freed)."""
+
+    async def wake_up(self) -> None:
+        self.calls.append("wake")
+        raise RuntimeError(
+            "Call to wake_up method failed: CUDA Error: out of memory at "
+            "/workspace/csrc/cumem_allocator.cpp:163"
+        )
+
+
+async def test_a_wake_out_of_memory_is_an_engine_lost_for_good_with_the_knob_to_turn():
+    from treegrpo_sampler.backends import EngineLost
+
+    b = VllmBackend("m", VllmSettings(sleep_when_idle=True))
+    b._engine = CrowdedEngine()
+    assert await b.sleep()
+    try:
+        await b.wake()
+    except EngineLost as exc:
+        assert "gpu_memory_utilization" in str(exc) and "out of memory" in str(exc)
+    else:
+        raise AssertionError("a wake that ran out of memory passed")
+    assert b.asleep  # nothing pretends the engine is back
+
+
+async def test_any_other_wake_failure_is_not_taken_for_lost_memory():
+    class Broken(EngineStandIn):
+        async def wake_up(self) -> None:
+            raise RuntimeError("engine core died")
+
+    b = VllmBackend("m", VllmSettings(sleep_when_idle=True))
+    b._engine = Broken()
+    assert await b.sleep()
+    try:
+        await b.wake()
+    except RuntimeError as exc:
+        assert type(exc) is RuntimeError and "engine core died" in str(exc)
+    else:
+        raise AssertionError("the failure vanished")

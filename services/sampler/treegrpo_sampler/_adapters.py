@@ -26,6 +26,7 @@ from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
 from treegrpo.safetar import extract_data
 from treegrpo.v1 import events_pb2 as pb
+from treegrpo_sampler.backends import EngineLost
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +86,12 @@ class AdapterLoader:
         workdir: Path,
         producer: str,
         published_wait_s: float = 10.0,
+        on_engine_lost: Callable[[str], None] | None = None,
     ):
         self.backend, self.bus, self.gate = backend, bus, gate
         self.sampler_id, self.workdir, self.producer = sampler_id, Path(workdir), producer
         self.published_wait_s = published_wait_s
+        self.on_engine_lost = on_engine_lost  # the service's fail(): the engine cannot serve again
         self.serving_sha = ""
         self.serving_run = ""  # adapters belong to one run; version 0 (the base model) to every run
         self._lock = asyncio.Lock()
@@ -178,6 +181,10 @@ class AdapterLoader:
         try:
             async with self.gate.swapping():
                 await self.backend.load_adapter(version, folder)
+        except EngineLost as exc:  # not this adapter's fault: no version can load into this engine
+            if self.on_engine_lost is not None:
+                self.on_engine_lost(str(exc))
+            return self._refuse(f"v{version}: {exc}")
         except Exception as exc:  # a broken adapter must not take the sampler down
             return self._refuse(f"backend could not load v{version}: {type(exc).__name__}: {exc}")
         seconds = time.perf_counter() - started

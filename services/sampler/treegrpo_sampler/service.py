@@ -29,7 +29,7 @@ from treegrpo_sampler._checks import check_adapter, check_attempt, check_group, 
 from treegrpo_sampler._schedule import Scheduler
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver
-from treegrpo_sampler.backends import SamplingParams, create_backend, resolve_model_path
+from treegrpo_sampler.backends import EngineLost, SamplingParams, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
 from treegrpo_sampler.policy import Expansion, next_expansions, waits_for_policy
 
@@ -91,6 +91,7 @@ class SamplerService(Service):
             workdir / "adapters",
             self.producer,
             self.config.grpc.published_wait_s,
+            on_engine_lost=self.fail,
         )
         g = self.config.grpc
         self.receiver = WeightReceiver(self.loader, g.host, g.port, g.max_adapter_bytes, spool_dir=None)
@@ -289,7 +290,9 @@ class SamplerService(Service):
         return None
 
     def _done(self, group_id: str, task: asyncio.Task) -> None:
-        if not task.cancelled() and isinstance(task.exception(), FileNotFoundError) and self.run_id:
+        if not task.cancelled() and isinstance(task.exception(), EngineLost):
+            self.fail(str(task.exception()))  # every run this engine serves waits on it: stop, say why
+        elif not task.cancelled() and isinstance(task.exception(), FileNotFoundError) and self.run_id:
             # a task the run names is nowhere to be found: no retry brings it, and this sampler
             # serves that one run, so stop it with the reason (an unscoped one keeps serving others)
             self.fail(f"group {group_id}: {task.exception()}")

@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 
+class EngineLost(RuntimeError):
+    """The backend's engine can no longer serve (a colocated engine that could not wake into the
+    memory left to it): permanent for this process, so the sampler stops with this reason rather
+    than refusing every later version while the run waits for good."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_new_tokens: int = 2048

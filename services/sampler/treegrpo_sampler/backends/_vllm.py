@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from treegrpo_sampler.backends._base import Completion, SamplingParams
+from treegrpo_sampler.backends._base import Completion, EngineLost, SamplingParams
 from treegrpo_sampler.backends._vllm_keys import adapter_for_engine
 from treegrpo_sampler.config import SamplerConfig, VllmSettings
 
@@ -165,7 +165,17 @@ class VllmBackend:
         if not self._asleep:
             return 0.0
         started = time.perf_counter()
-        await self._engine.wake_up()
+        try:
+            await self._engine.wake_up()
+        except Exception as exc:
+            if "out of memory" not in str(exc).lower():
+                raise
+            # the memory sleep freed is no longer free (measured on the 27B: 0.6 GiB short after the
+            # learner's step); it stays taken while the learner holds its base, so no retry helps
+            raise EngineLost(
+                f"the vLLM engine could not wake into the GPU memory left to it ({exc}): lower "
+                "sampler.vllm.gpu_memory_utilization or the learner's share (docs/VLLM.md, memory plan)"
+            ) from exc
         self._asleep = False
         self.last_wake_seconds = time.perf_counter() - started
         log.info("vllm: awake in %.2fs", self.last_wake_seconds)
