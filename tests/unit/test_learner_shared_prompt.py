@@ -92,7 +92,9 @@ def test_shared_prompt_step_has_the_per_sequence_loss_and_gradients(budget):
     alone, g_alone = step_grads(model, micro_batch_tokens=1, share_prompts=False)  # one sequence each
     shared, g_shared = step_grads(model, micro_batch_tokens=budget, share_prompts=True)
     assert shared["loss"] == pytest.approx(alone["loss"], rel=1e-5, abs=1e-7)
-    assert shared["grad_norm"] == pytest.approx(alone["grad_norm"], rel=1e-5)
+    # the norm sums every gradient in float32 in another order: the gradients' own tolerance (seen at
+    # 1.0e-5 relative on one machine's CPU, within 1e-5 on another's)
+    assert shared["grad_norm"] == pytest.approx(alone["grad_norm"], rel=1e-4)
     nonzero = 0
     for name, g in g_alone.items():
         assert torch.allclose(g_shared[name], g, rtol=1e-4, atol=1e-6), name

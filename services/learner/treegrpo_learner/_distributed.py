@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from treegrpo_learner._packing import MicroBatch, SeqSpec, build
+from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,27 @@ def my_share(lengths: Sequence[int], ranks: Ranks, planner, budget: int) -> tupl
     shares = balance(lengths, ranks.world)
     most = max(len(planner([lengths[k] for k in s], budget)) if s else 0 for s in shares)
     return shares[ranks.rank], most
+
+
+def micro_batches(
+    seqs: Sequence[SeqSpec], indices: list[int], budget: int, share_prompts: bool, ranks: Ranks | None
+) -> tuple[list[int], list[MicroBatch | None]]:
+    """(this rank's indices, its micro-batches). Siblings sharing a prompt form one packing unit;
+    with N ranks the units are balanced by tokens and `None` pads to the largest rank's micro-batch
+    count (a zero-weight dummy pass); without ranks, every index and its micro-batches."""
+    us = units(seqs, indices, budget, share_prompts)
+    lengths = [unit_length(seqs, u) for u in us]
+    most = 0
+    if ranks is not None and ranks.world > 1:
+        share, most = my_share(lengths, ranks, plan, budget)
+        us, lengths = [us[k] for k in share], [lengths[k] for k in share]
+    mine = [i for u in us for i in u]
+    local = {i: k for k, i in enumerate(mine)}  # micro-batch samples index `mine`
+    sub = [seqs[i] for i in mine]
+    mbs: list[MicroBatch | None] = [
+        build(sub, [[local[i] for i in us[b]] for b in members]) for members in plan(lengths, budget)
+    ]
+    return mine, mbs + [None] * (most - len(mbs))
 
 
 def share_values(out: list, mine: list[int], ranks: Ranks) -> None:

@@ -124,3 +124,22 @@ def quantiles(x: torch.Tensor) -> dict[str, float]:
         return {}
     q = torch.quantile(x.float(), torch.tensor([0.01, 0.5, 0.99], dtype=torch.float32, device=x.device))
     return {"p01": float(q[0]), "p50": float(q[1]), "p99": float(q[2])}
+
+
+def micro_metrics(
+    stats: dict[str, torch.Tensor], entropy: torch.Tensor, mismatch: torch.Tensor, response_lens: list[int]
+) -> dict[str, float]:
+    """One micro-batch's step metrics from `policy_loss`'s per-token stats: means, the clip share,
+    the train/inference ratio's quantiles (averaged over the step's micro-batches, one in the demo),
+    the share of sequences the gate masked, entropy and |proximal - behaviour|."""
+    rho = stats.pop("rollout_ratio")
+    gated = stats.pop("seq_gate_masked", None)
+    out = {k: float(v.mean()) for k, v in stats.items()}
+    out["clipfrac"] = out.pop("clipped")
+    out.update({f"rollout_ratio_{k}": v for k, v in quantiles(rho).items()})
+    if gated is not None:
+        firsts = [part[0] for part in torch.split(gated, response_lens) if len(part)]
+        out["sequences_masked"] = float(torch.stack(firsts).mean()) if firsts else 0.0
+    out["entropy"] = float(entropy.mean())
+    out["behaviour_mismatch"] = float(mismatch.abs().mean())
+    return out

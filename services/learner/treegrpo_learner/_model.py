@@ -175,3 +175,14 @@ def save_tiny(path: str | Path, **kw) -> Path:
     m.config.attn_implementation = "sdpa"
     m.save_pretrained(p)
     return p
+
+
+def keep_input_dtype(model) -> None:
+    """Under bf16 autocast, stop peft casting each LoRA input to the adapter's float32: the cast
+    copy would be saved for backward beside the base layer's own input (a third more activation
+    memory on an 8B model); autocast runs the small LoRA matmuls in bf16 from the shared input."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False

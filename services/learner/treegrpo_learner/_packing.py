@@ -13,6 +13,7 @@ response token are sent to the LM head; a child's first token is predicted by th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -152,3 +153,10 @@ def pack(seqs: Sequence[SeqSpec], budget: int, share: bool = True) -> list[Micro
     """All of `seqs` in micro-batches of at most `budget` tokens (a longer unit gets one alone)."""
     us = units(seqs, range(len(seqs)), budget, share)
     return [build(seqs, [us[k] for k in b]) for b in plan([unit_length(seqs, u) for u in us], budget)]
+
+
+def mini_batches(items: list[int], parts_: int) -> list[list[int]]:
+    """`items` in `parts_` consecutive, near-equal mini-batches (at least one, possibly empty)."""
+    parts_ = max(1, min(parts_, len(items))) if items else 1
+    size = math.ceil(len(items) / parts_) if items else 0
+    return [items[i : i + size] for i in range(0, len(items), size)] if items else [[]]

@@ -16,15 +16,15 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from treegrpo_learner import _distributed as dd
-from treegrpo_learner._loss import LossSettings, policy_loss, quantiles, token_weights
-from treegrpo_learner._model import PackedPolicy, adapter_disabled
-from treegrpo_learner._packing import MicroBatch, SeqSpec, build, plan, unit_length, units
+from treegrpo_learner import _trainer_state as trainer_state
+from treegrpo_learner._loss import LossSettings, micro_metrics, policy_loss, token_weights
+from treegrpo_learner._model import PackedPolicy, adapter_disabled, keep_input_dtype
+from treegrpo_learner._packing import MicroBatch, SeqSpec, mini_batches
 from treegrpo_learner._settings import TrainerSettings
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class PolicyTrainer:
         self.autocast = cfg.dtype == "bfloat16" and self.device.type == "cuda"
         self.budget = cfg.micro_batch_tokens
         if self.autocast:
-            _keep_input_dtype(model)
+            keep_input_dtype(model)
 
     # ---- forward -----------------------------------------------------------------------------
     def _amp(self):
@@ -98,22 +98,7 @@ class PolicyTrainer:
     def _share(
         self, seqs: Sequence[SeqSpec], indices: list[int]
     ) -> tuple[list[int], list[MicroBatch | None]]:
-        """(this rank's indices, its micro-batches). Siblings sharing a prompt form one packing
-        unit; with N ranks the units are balanced by tokens and `None` pads to the largest rank's
-        micro-batch count (a zero-weight dummy pass)."""
-        us = units(seqs, indices, self.budget, self.cfg.share_prompts)
-        lengths = [unit_length(seqs, u) for u in us]
-        most = 0
-        if self.world > 1:
-            share, most = dd.my_share(lengths, self.ranks, plan, self.budget)
-            us, lengths = [us[k] for k in share], [lengths[k] for k in share]
-        mine = [i for u in us for i in u]
-        local = {i: k for k, i in enumerate(mine)}  # micro-batch samples index `mine`
-        sub = [seqs[i] for i in mine]
-        mbs: list[MicroBatch | None] = [
-            build(sub, [[local[i] for i in us[b]] for b in members]) for members in plan(lengths, self.budget)
-        ]
-        return mine, mbs + [None] * (most - len(mbs))
+        return dd.micro_batches(seqs, indices, self.budget, self.cfg.share_prompts, self.ranks)
 
     def sync(self) -> None:
         """Phase boundary: this device's queue drained, and every rank got here."""
@@ -226,7 +211,7 @@ class PolicyTrainer:
 
     def _update(self, samples, seqs, active, prox, ref) -> dict[str, float]:
         acc: dict[str, list[float]] = defaultdict(list)
-        chunks = _split(list(range(len(samples))), self.cfg.mini_batches)
+        chunks = mini_batches(list(range(len(samples))), self.cfg.mini_batches)
         with self._mode(training=True):  # LoRA dropout (if set) and gradient checkpointing act here
             for _epoch in range(self.cfg.ppo_epochs):
                 for members in chunks:
@@ -289,76 +274,23 @@ class PolicyTrainer:
         adv, weight = per_row(lambda i: samples[i].advantage), per_row(lambda i: weight_of[i])
         r = rows(ref) if ref is not None else None
         loss, stats = policy_loss(logp, p, behav, adv, weight, self.loss, r, mb.response_lens)
-        rho = stats.pop("rollout_ratio")
-        gated = stats.pop("seq_gate_masked", None)
-        out = {k: float(v.mean()) for k, v in stats.items()}
-        out["clipfrac"] = out.pop("clipped")
-        # quantiles per micro-batch, averaged over the step's micro-batches (one in the demo)
-        out.update({f"rollout_ratio_{k}": v for k, v in quantiles(rho).items()})
-        if gated is not None:
-            firsts = [part[0] for part in torch.split(gated, mb.response_lens) if len(part)]
-            out["sequences_masked"] = float(torch.stack(firsts).mean()) if firsts else 0.0
-        out["entropy"] = float(entropy.mean())
-        out["behaviour_mismatch"] = float((p - behav).abs().mean())
+        out = micro_metrics(stats, entropy, p - behav, mb.response_lens)
         return loss, out
 
-    # ---- state -------------------------------------------------------------------------------
+    # ---- state (treegrpo_learner._trainer_state: the optimizer and RNG, the adapter's I/O) ----
     def state(self) -> dict:
-        import random
-
-        import numpy as np
-
-        rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        if self.ranks is None:
-            return {"optimizer": self.opt.state_dict(), "rng": rng}
-        return {"optimizer": dd.gather_optimizer(self.opt, self.params), "rng": rng}  # one-device layout
+        return trainer_state.capture(self.opt, self.params, self.ranks)
 
     def load_state(self, state: dict) -> None:
-        import random
-
-        import numpy as np
-
-        if self.ranks is None:
-            self.opt.load_state_dict(state["optimizer"])
-        else:
-            dd.scatter_optimizer(self.opt, self.params, state["optimizer"])
-        rng = state["rng"]
-        torch.set_rng_state(rng["torch"])
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        trainer_state.restore(self.opt, self.params, self.ranks, state)
 
     def export(self):
-        """What a version's checkpoint and push save (`save_pretrained`): the live model on one
-        device; with ranks, the adapter gathered once into whole tensors (a collective)."""
-        if self.ranks is None:
-            return self.model
-        return dd.GatheredAdapter(self.model, dd.gather_adapter(self.model))
+        """What a version's checkpoint and push save (`save_pretrained`)."""
+        return trainer_state.exportable(self.model, self.ranks)
 
     def load_adapter(self, adapter_dir) -> None:
         """Copy a saved adapter's weights into the live (possibly sharded) adapter."""
-        from treegrpo_learner import _checkpoint as ckpt
-
-        if self.ranks is None:
-            ckpt.load_adapter_weights(self.model, adapter_dir)
-            return
-        from safetensors.torch import load_file
-
-        dd.scatter_adapter(self.model, load_file(str(Path(adapter_dir) / "adapter_model.safetensors")))
-
-
-def _keep_input_dtype(model) -> None:
-    """Under bf16 autocast, stop peft casting each LoRA input to the adapter's float32: the cast
-    copy would be saved for backward beside the base layer's own input (a third more activation
-    memory on an 8B model); autocast runs the small LoRA matmuls in bf16 from the shared input."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
-
-    for module in model.modules():
-        if isinstance(module, BaseTunerLayer):
-            module.cast_input_dtype_enabled = False
+        trainer_state.load_adapter(self.model, self.ranks, adapter_dir)
 
 
 def _behaviour(s: TrainSample, prox_part: torch.Tensor) -> torch.Tensor:
@@ -366,9 +298,3 @@ def _behaviour(s: TrainSample, prox_part: torch.Tensor) -> torch.Tensor:
     if len(s.behaviour_logprobs) != len(s.response_ids):
         return prox_part.float()
     return torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
-
-
-def _split(items: list[int], parts_: int) -> list[list[int]]:
-    parts_ = max(1, min(parts_, len(items))) if items else 1
-    size = math.ceil(len(items) / parts_) if items else 0
-    return [items[i : i + size] for i in range(0, len(items), size)] if items else [[]]
