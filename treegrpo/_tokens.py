@@ -12,6 +12,8 @@ have (export, report), and `TokenJoin` pairs the two facts of a replay in stream
 
 from __future__ import annotations
 
+import hashlib
+
 from treegrpo.v1 import events_pb2 as pb
 
 # the NodeSampled fields the payload moved out of (10, 15, 16, 19), by their TokensRecorded names
@@ -19,19 +21,37 @@ PAYLOAD = ("prompt_messages", "prompt_token_ids", "response_token_ids", "respons
 _PLACE = ("node_id", "task", "round", "step", "sibling_group", "group_size", "index_in_group")
 
 
+def tokens_digest(tokens: pb.TokensRecorded) -> str:
+    """16 hex of the sha256 of the payload's deterministic encoding (its node fact records it)."""
+    return hashlib.sha256(tokens.SerializeToString(deterministic=True)).hexdigest()[:16]
+
+
 def tokens_of(sampled: pb.NodeSampled, recorded: pb.TokensRecorded | None) -> pb.TokensRecorded | None:
     """The node's payload: its `tokens.recorded` fact when the node fact says it has one (None while
-    that fact is not at hand), else the payload the node fact carries inline (runs recorded before
-    the split, imported runs). A `tokens.recorded` of a node whose fact holds its payload inline is
-    not the node's (a forgery): never read."""
+    that fact is not at hand, or when the one at hand is not this node fact's: `foreign_tokens`),
+    else the payload the node fact carries inline (runs recorded before the split, imported runs).
+    A `tokens.recorded` of a node whose fact holds its payload inline is never read."""
     if sampled.tokens_recorded:
-        if recorded is None or recorded.node_id != sampled.node_id:
+        if recorded is None or foreign_tokens(sampled, recorded):
             return None
         return recorded
     tokens = pb.TokensRecorded(**{f: getattr(sampled, f) for f in _PLACE})
     for f in PAYLOAD:
         getattr(tokens, f).extend(getattr(sampled, f))
     return tokens
+
+
+def foreign_tokens(sampled: pb.NodeSampled, recorded: pb.TokensRecorded) -> str:
+    """Why `recorded` is not the payload of this node fact ('' when it is): another node's, or
+    another sampling's of the node (its digest is not the one the node fact recorded). A sampler
+    that crashed after a node's payload reached the stream but before its node fact re-samples the
+    node; within the duplicate window the server keeps the first payload, which belongs to a
+    completion nobody executed."""
+    if recorded.node_id != sampled.node_id:
+        return f"tokens.recorded of node {recorded.node_id!r}, not {sampled.node_id!r}"
+    if sampled.tokens_digest and tokens_digest(recorded) != sampled.tokens_digest:
+        return f"node {sampled.node_id}: tokens.recorded is another sampling's (digest differs)"
+    return ""
 
 
 def inline_tokens(sampled: pb.NodeSampled, recorded: pb.TokensRecorded | None) -> pb.NodeSampled:

@@ -16,7 +16,7 @@ import time as _time
 from google.protobuf.message import DecodeError
 
 from treegrpo._kinds import FAILURE_STATUSES, INFRASTRUCTURE, KEYLESS, Kind, Status, as_kind, wire
-from treegrpo._tokens import TokenJoin, inline_tokens, tokens_of
+from treegrpo._tokens import TokenJoin, foreign_tokens, inline_tokens, tokens_digest, tokens_of
 from treegrpo._topology import TOPOLOGY, Route, topology_markdown
 from treegrpo.v1 import events_pb2 as pb
 
@@ -41,6 +41,7 @@ __all__ = [
     "describe_restored",
     "encode",
     "event_id",
+    "foreign_tokens",
     "group_id",
     "inline_tokens",
     "key_parts",
@@ -54,6 +55,7 @@ __all__ = [
     "subject",
     "subject_filter",
     "subject_of",
+    "tokens_digest",
     "tokens_of",
     "topology_markdown",
     "wire",

@@ -114,6 +114,12 @@ async def test_a_payload_fact_missing_is_waited_for_and_one_for_an_inline_node_i
     lone = pb.GroupScored(sibling_group="g", members=[pb.GroupMember(node_id="n0", status="ok")])
     with pytest.raises(TransientError, match="tokens.recorded of n0"):
         await read_members(bus, "w2", lone)
+    # its payload came, but another sampling's (the server kept the first of two): masked, not trained
+    body.tokens_digest = events.tokens_digest(pb.TokensRecorded(node_id="n0", response_token_ids=[6]))
+    first = pb.TokensRecorded(node_id="n0", response_token_ids=[5])
+    await bus.publish_many([events.make_event("w3", "sampler", b) for b in (first, body)])
+    (masked,) = await read_members(bus, "w3", lone)
+    assert masked.status == events.INFRASTRUCTURE and masked.response_ids == ()
 
 
 async def test_the_executor_and_grader_read_a_node_without_its_token_payload(bus):

@@ -59,6 +59,19 @@ def test_tokens_of_reads_the_payload_where_the_node_fact_says_it_is():
     assert [m.content for m in events.tokens_of(inline, None).prompt_messages] == ["solve it"]
 
 
+def test_a_payload_of_another_sampling_of_the_node_is_told_apart_by_its_digest():
+    evs = _group()
+    tokens, node = evs[0].tokens_recorded, evs[1].node_sampled
+    assert node.tokens_digest == events.tokens_digest(tokens) and events.foreign_tokens(node, tokens) == ""
+    resampled = pb.TokensRecorded()  # a sampler that crashed between the two facts re-samples the node
+    resampled.CopyFrom(tokens)
+    resampled.response_token_ids[1] += 1
+    assert "another sampling" in events.foreign_tokens(node, resampled)
+    assert events.tokens_of(node, resampled) is None
+    assert not events.inline_tokens(node, resampled).response_token_ids  # exported without it
+    assert "not" in events.foreign_tokens(node, evs[2].tokens_recorded)  # another node's
+
+
 def test_the_join_puts_each_payload_back_in_stream_order_whatever_order_the_facts_come_in():
     evs = _group()
     join = events.TokenJoin()

@@ -151,7 +151,7 @@ class RoundCompleted(_message.Message):
     def __init__(self, task: _Optional[str] = ..., round: _Optional[int] = ..., model: _Optional[str] = ..., adapter_path: _Optional[str] = ..., nodes: _Optional[int] = ..., valid: _Optional[int] = ..., expansions: _Optional[int] = ..., phase: _Optional[str] = ..., best_test_metric: _Optional[float] = ..., best_node_id: _Optional[str] = ..., honest_test_metric: _Optional[float] = ..., rollout_file: _Optional[str] = ..., workspace: _Optional[str] = ..., gen_llm_seconds: _Optional[float] = ..., gen_exec_seconds: _Optional[float] = ..., completed_unix: _Optional[int] = ..., started_unix: _Optional[int] = ...) -> None: ...
 
 class NodeSampled(_message.Message):
-    __slots__ = ("node_id", "task", "round", "step", "parent_id", "sibling_group", "mode", "group_size", "index_in_group", "prompt_messages", "raw_completion", "thinking", "plan", "code", "response_token_ids", "response_logprobs", "policy_version", "gen_seconds", "prompt_token_ids", "sampler_id", "model", "finish_reason", "tokens_recorded")
+    __slots__ = ("node_id", "task", "round", "step", "parent_id", "sibling_group", "mode", "group_size", "index_in_group", "prompt_messages", "raw_completion", "thinking", "plan", "code", "response_token_ids", "response_logprobs", "policy_version", "gen_seconds", "prompt_token_ids", "sampler_id", "model", "finish_reason", "tokens_recorded", "tokens_digest")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +175,7 @@ class NodeSampled(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     TOKENS_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     task: str
     round: int
@@ -198,7 +199,8 @@ class NodeSampled(_message.Message):
     model: str
     finish_reason: str
     tokens_recorded: bool
-    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., parent_id: _Optional[str] = ..., sibling_group: _Optional[str] = ..., mode: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., raw_completion: _Optional[str] = ..., thinking: _Optional[str] = ..., plan: _Optional[str] = ..., code: _Optional[str] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ..., policy_version: _Optional[int] = ..., gen_seconds: _Optional[float] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampler_id: _Optional[str] = ..., model: _Optional[str] = ..., finish_reason: _Optional[str] = ..., tokens_recorded: bool = ...) -> None: ...
+    tokens_digest: str
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., parent_id: _Optional[str] = ..., sibling_group: _Optional[str] = ..., mode: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., raw_completion: _Optional[str] = ..., thinking: _Optional[str] = ..., plan: _Optional[str] = ..., code: _Optional[str] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ..., policy_version: _Optional[int] = ..., gen_seconds: _Optional[float] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampler_id: _Optional[str] = ..., model: _Optional[str] = ..., finish_reason: _Optional[str] = ..., tokens_recorded: bool = ..., tokens_digest: _Optional[str] = ...) -> None: ...
 
 class TokensRecorded(_message.Message):
     __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "index_in_group", "prompt_messages", "prompt_token_ids", "response_token_ids", "response_logprobs")

@@ -9,6 +9,7 @@ The members are read in one go (`read_members`: one batched direct get for the w
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,8 +17,10 @@ from opentelemetry.trace import SpanContext
 
 from treegrpo import advantages, events
 from treegrpo.bus import Bus, TransientError
-from treegrpo.events import Kind
+from treegrpo.events import INFRASTRUCTURE, Kind
 from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ async def read_members(bus: Bus, run_id: str, gs: pb.GroupScored) -> list[Member
     """The group's members with their training data, in the group's order, from one batched read of
     their `node.sampled` facts and their `tokens.recorded` (runs recorded before the payload had a
     fact of its own, and imported runs, carry it in `node.sampled`: `events.tokens_of`);
-    `TransientError` while one of them is not on the stream yet."""
+    `TransientError` while one of them is not on the stream yet. A member whose payload is another
+    sampling's (`events.foreign_tokens`) is masked: no outcome of the policy's to train on."""
     ids = [m.node_id for m in gs.members]
     wanted = [(Kind.NODE_SAMPLED, i) for i in ids] + [(Kind.TOKENS_RECORDED, i) for i in ids]
     found = await bus.last_facts(run_id, wanted)
@@ -48,8 +52,16 @@ async def read_members(bus: Bus, run_id: str, gs: pb.GroupScored) -> list[Member
         ns = event.node_sampled
         recorded = found.get((Kind.TOKENS_RECORDED, m.node_id))
         tokens = events.tokens_of(ns, recorded.tokens_recorded if recorded is not None else None)
-        if tokens is None:
+        if tokens is None and recorded is None:
             raise TransientError(f"tokens.recorded of {m.node_id} not on the stream yet", 2.0)
+        if tokens is None:  # a payload of another sampling of the node: never trained on
+            log.warning(
+                "group %s: %s; the node is masked",
+                gs.sibling_group,
+                events.foreign_tokens(ns, recorded.tokens_recorded),
+            )
+            out.append(Member(m.node_id, m.reward, INFRASTRUCTURE, (), (), (), int(ns.policy_version)))
+            continue
         out.append(
             Member(
                 m.node_id,

@@ -113,6 +113,7 @@ def node_events(
             model=model,
             finish_reason=comp.finish_reason,  # "length": cut at max_new_tokens (the learner's overlong rule)
             tokens_recorded=True,  # its payload is the fact before it
+            tokens_digest=events.tokens_digest(tokens),  # ... that one, not another sampling's
         )
         if exp.parent_id is not None:
             body.parent_id = exp.parent_id
