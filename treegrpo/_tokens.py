@@ -62,6 +62,7 @@ def inline_tokens(sampled: pb.NodeSampled, recorded: pb.TokensRecorded | None) -
     node = pb.NodeSampled()
     node.CopyFrom(sampled)
     node.tokens_recorded = False
+    node.ClearField("tokens_digest")
     tokens = tokens_of(sampled, recorded)
     if tokens is not None:
         for f in PAYLOAD:
