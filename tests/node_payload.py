@@ -3,8 +3,10 @@ now (each node's payload in its own `tokens.recorded`) and as it recorded it bef
 inline in `node.sampled`). Used by tests/integration/test_bus_reads.py and benchmarks/node_bytes.py.
 
 The facts come from the sampler's own builder (`treegrpo_sampler._expand.node_events`) with a real
-task's prompt and completions of `tokens` tokens (ids of a 150k vocabulary, as Qwen's). Imports a
-private module: `treegrpo_sampler._expand`, `treegrpo_sampler._state`, `treegrpo_learner._buffer`.
+task's prompt and completions of `tokens` tokens (ids of a 150k vocabulary, as Qwen's).
+
+Imports a private module: `treegrpo_sampler._expand`, `treegrpo_sampler._state`,
+`treegrpo_learner._buffer` (the sampler's fact builder and the learner's group read).
 """
 
 from __future__ import annotations
