@@ -11,7 +11,8 @@ per subject). Cases, per consumed kind (`TOPOLOGY`), against a live run `run_id`
   adapter is not in the store (policy.published);
 - `duplicate`: a fact of this run already on the stream, with other content, under its own id:
   half with a fresh `Nats-Msg-Id` (stored: a consumer must dead-letter it), half with the fact's
-  own (the server drops it within its duplicate window: `seq` None);
+  own (the server drops it within its duplicate window: `seq` None); the one case on the kinds
+  that are only looked up (`LOOKED_UP`: a node's `tokens.recorded`), where it must change nothing;
 - `oversized`: a field that names a `big`-byte object in the store (a submission, an adapter
   announced with another sha256).
 What it must come to: every stored message is dead-lettered, with a reason, by each service that
@@ -34,6 +35,10 @@ from treegrpo.v1 import events_pb2 as pb
 CONSUMED: dict[Kind, tuple[str, ...]] = {
     k: tuple(sorted(r.consumers)) for k, r in events.TOPOLOGY.items() if r.consumers
 }
+# kinds a service looks up (no consumer takes them, so nothing dead-letters them): only the
+# `duplicate` case, a later message on a fact's own subject, which must change nothing (the
+# first fact on a subject stands: the learner trains on the payload the sampler recorded)
+LOOKED_UP: tuple[Kind, ...] = (Kind.TOKENS_RECORDED,)
 CASES = (
     "random",
     "truncated",
@@ -81,6 +86,11 @@ def forged_body(kind: Kind, run_id: str, rng: random.Random, task: str = "spooky
             node_id=_hex(rng), task=task, round=r, step=s, sibling_group=_hex(rng), group_size=2,
             mode="draft", code="print('fuzz')",
         )  # fmt: skip
+    if kind == Kind.TOKENS_RECORDED:
+        return pb.TokensRecorded(
+            node_id=_hex(rng), task=task, round=r, step=s, sibling_group=_hex(rng), group_size=2,
+            response_token_ids=[3, 4], response_logprobs=[-1.0, -2.0],
+        )  # fmt: skip
     if kind == Kind.NODE_EXECUTED:
         return pb.NodeExecuted(
             node_id=_hex(rng), task=task, round=r, step=s, sibling_group=_hex(rng), group_size=2,
@@ -119,6 +129,10 @@ def _mutated(fact: pb.Event, rng: random.Random) -> pb.Event:
         for m in body.members:
             m.reward = rng.uniform(-5, 5)
         return out
+    if isinstance(body, pb.TokensRecorded):  # other behaviour logprobs: a learner misled by them
+        body.response_logprobs[:] = [rng.uniform(-9, 0) for _ in body.response_logprobs]
+        body.response_token_ids.append(3)
+        return out
     out.envelope.producer = "fuzz"  # nothing else to change: a body field added below
     body.SetInParent()
     return out
@@ -145,6 +159,8 @@ class Fuzzer:
     async def one(self, kind: Kind, case: str, facts: dict[Kind, list[pb.Event]]) -> Sent | None:
         """One fuzzed message of `case` on a subject of `kind`; None where the case has none."""
         rng, run = self.rng, self.run_id
+        if kind in LOOKED_UP and case != "duplicate":
+            return None
         forged = events.make_event(run, self._producer(kind), forged_body(kind, run, rng))
         subject = events.subject_of(forged)
         headers = {"Nats-Msg-Id": f"fuzz-{_hex(rng, 24)}"}
@@ -215,7 +231,7 @@ class Fuzzer:
 async def run_facts(bus: Bus, run_id: str) -> dict[Kind, list[pb.Event]]:
     """The run's facts so far, by kind (the `duplicate` case copies them)."""
     out: dict[Kind, list[pb.Event]] = {}
-    async for _, event in bus.replay(run_id, list(CONSUMED)):
+    async for _, event in bus.replay(run_id, [*CONSUMED, *LOOKED_UP]):
         out.setdefault(events.kind_of(event), []).append(event)
     return out
 
@@ -243,4 +259,4 @@ async def dead_letters(bus: Bus) -> dict[tuple[str, int], str]:
 
 def expected(sent: list[Sent]) -> set[tuple[str, int]]:
     """(service, seq) of every dead letter the fuzz must come to."""
-    return {(svc, s.seq) for s in sent if s.seq is not None for svc in CONSUMED[s.kind]}
+    return {(svc, s.seq) for s in sent if s.seq is not None for svc in CONSUMED.get(s.kind, ())}

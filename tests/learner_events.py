@@ -55,8 +55,11 @@ async def scored_group(
     response_len: int = 5,
     seed: int = 0,
     empty: Sequence[int] = (),
+    inline: bool = False,
 ) -> str:
-    """Publish G node.sampled facts and then the group's group.scored; returns the group id."""
+    """Publish G nodes (each its tokens.recorded, then its node.sampled, as the sampler does; with
+    `inline`, node.sampled facts carrying the payload, as runs recorded before the split and
+    imported runs hold it) and then the group's group.scored; returns the group id."""
     rng = random.Random(f"{run_id}/{task}/{round_}/{step}/{seed}")
     group = events.group_id(run_id, task, round_, step)
     statuses = list(statuses or ["ok"] * len(rewards))
@@ -79,11 +82,25 @@ async def scored_group(
             policy_version=version,
             prompt_token_ids=prompt,
         )
+        if not inline:
+            await bus.publish(events.make_event(run_id, "test/sampler", _payload_apart(body)))
         await bus.publish(events.make_event(run_id, "test/sampler", body))
         members.append(pb.GroupMember(node_id=node, reward=reward, status=status))
     body = pb.GroupScored(sibling_group=group, task=task, round=round_, step=step, members=members)
     await bus.publish(events.make_event(run_id, "test/grader", body))
     return group
+
+
+def _payload_apart(body: pb.NodeSampled) -> pb.TokensRecorded:
+    """The node's payload as its own fact; `body` keeps none of it and says so."""
+    place = ("node_id", "task", "round", "step", "sibling_group", "group_size", "index_in_group")
+    payload = ("prompt_messages", "prompt_token_ids", "response_token_ids", "response_logprobs")
+    tokens = pb.TokensRecorded(**{f: getattr(body, f) for f in place})
+    for f in payload:
+        getattr(tokens, f).extend(getattr(body, f))
+        body.ClearField(f)
+    body.tokens_recorded = True
+    return tokens
 
 
 async def learner_steps(bus: Bus, run_id: str) -> list[pb.LearnerStepped]:

@@ -34,6 +34,7 @@ class Kind(StrEnum):
     POLICY_LOADED = "policy.loaded"
     DEAD_LETTERED = "dead.lettered"
     GROUP_RESPENT = "group.respent"
+    TOKENS_RECORDED = "tokens.recorded"
 
     @property
     def field(self) -> str:

@@ -47,7 +47,7 @@ TOPOLOGY: dict[Kind, Route] = {
     Kind.RUN_RESUMED: _route({RUNNER}, {SAMPLER}, "`--resume` reopened an ended run"),
     Kind.ROUND_STARTED: _route({SAMPLER}, set(), "a task's round began sampling"),
     Kind.ROUND_COMPLETED: _route({SAMPLER}, set(), "a task's round is complete: its summary"),
-    Kind.NODE_SAMPLED: _route({SAMPLER}, {EXECUTOR}, "a node's completion, tokens and logprobs"),
+    Kind.NODE_SAMPLED: _route({SAMPLER}, {EXECUTOR}, "a node's place in the tree, completion and code"),
     Kind.NODE_EXECUTED: _route({EXECUTOR}, {GRADER}, "a node's script ran: status, output tail, submission"),
     Kind.NODE_GRADED: _route({GRADER}, set(), "a node's final status and score"),
     Kind.GROUP_SCORED: _route({GRADER}, {SAMPLER, LEARNER}, "every sibling of a group is graded: rewards"),
@@ -61,6 +61,11 @@ TOPOLOGY: dict[Kind, Route] = {
     # the learner looks the decision up (a read, not work): it tells it which groups of a round follow
     Kind.GROUP_RESPENT: _route(
         {SAMPLER}, set(), "a zero-variance group's re-spend decision: new siblings, parent, why"
+    ),
+    # the learner looks it up with the group's node.sampled facts (one batched read per group);
+    # export and report replay it; the executor and grader never read it
+    Kind.TOKENS_RECORDED: _route(
+        {SAMPLER}, set(), "a node's training payload: prompt, prompt and response token ids, logprobs"
     ),
 }
 

@@ -16,6 +16,7 @@ import time as _time
 from google.protobuf.message import DecodeError
 
 from treegrpo._kinds import FAILURE_STATUSES, INFRASTRUCTURE, KEYLESS, Kind, Status, as_kind, wire
+from treegrpo._tokens import TokenJoin, foreign_tokens, inline_tokens, tokens_digest, tokens_of
 from treegrpo._topology import TOPOLOGY, Route, topology_markdown
 from treegrpo.v1 import events_pb2 as pb
 
@@ -30,6 +31,7 @@ __all__ = [
     "Status",
     "SUBJECT_ROOT",
     "TOPOLOGY",
+    "TokenJoin",
     "UndecodableEvent",
     "as_kind",
     "body_of",
@@ -39,7 +41,9 @@ __all__ = [
     "describe_restored",
     "encode",
     "event_id",
+    "foreign_tokens",
     "group_id",
+    "inline_tokens",
     "key_parts",
     "kind_of",
     "make_event",
@@ -51,6 +55,8 @@ __all__ = [
     "subject",
     "subject_filter",
     "subject_of",
+    "tokens_digest",
+    "tokens_of",
     "topology_markdown",
     "wire",
 ]
@@ -139,7 +145,7 @@ def event_id(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> s
 def default_key(body) -> tuple | str | None:
     """The natural key of each fact: what makes it unique within a run."""
     name = type(body).__name__
-    if name in ("NodeSampled", "NodeExecuted", "NodeGraded"):
+    if name in ("NodeSampled", "NodeExecuted", "NodeGraded", "TokensRecorded"):
         return body.node_id
     if name in ("GroupScored", "GroupRespent"):  # one decision per zero-variance group
         return body.sibling_group
@@ -222,7 +228,7 @@ def group_id(run_id: str, task: str, round_: int, step: int) -> str:
     return short_hash("group", run_id, task, round_, step)
 
 
-_GROUPED = ("NodeSampled", "NodeExecuted", "NodeGraded", "GroupScored")
+_GROUPED = ("NodeSampled", "NodeExecuted", "NodeGraded", "GroupScored", "TokensRecorded")
 
 
 def misderived(run_id: str, body) -> str:
@@ -243,7 +249,7 @@ def misderived(run_id: str, body) -> str:
         return ""
     if body.group_size < 1:
         return f"node {body.node_id!r}: group_size {body.group_size}"
-    if name == "NodeSampled":
+    if name in ("NodeSampled", "TokensRecorded"):  # the facts that carry the node's index
         if body.index_in_group >= body.group_size:
             return f"node {body.node_id!r}: index {body.index_in_group} outside a group of {body.group_size}"
         if body.node_id != node_id(run_id, body.task, body.round, body.step, body.index_in_group):

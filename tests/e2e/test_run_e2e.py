@@ -23,6 +23,7 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     log = read_log(home, run_id)
     tasks, rounds, e, g = 1, 2, 3, 2
     assert log.counts[Kind.NODE_SAMPLED] == tasks * rounds * e * g
+    assert log.counts[Kind.TOKENS_RECORDED] == tasks * rounds * e * g  # each node's payload, apart
     assert len(set(log.node_ids)) == len(log.node_ids)
     assert log.counts[Kind.NODE_EXECUTED] == log.counts[Kind.NODE_GRADED] == tasks * rounds * e * g
     assert (
@@ -34,6 +35,9 @@ def test_small_run_completes_with_every_node_graded_trained_exported_and_reporte
     run_dir = home / "runs" / run_id
     records = export_records(run_dir / "export")
     assert len(records) == tasks * rounds * e * g and len({r["id"] for r in records}) == len(records)
+    # the export puts each node's payload back into its record, as the seed's records hold it
+    assert all(r["response_token_ids"] and r["prompt_messages"] for r in records)
+    assert all(len(r["response_logprobs"]) == len(r["response_token_ids"]) for r in records)
     timing = [json.loads(x) for x in (run_dir / "export" / run_id / "timing.jsonl").read_text().splitlines()]
     assert [t["step"] for t in timing] == list(range(1, rounds + 1)) or len(timing) == rounds
     # each round's summary is derived at export from its node events (round.completed is the fact alone)

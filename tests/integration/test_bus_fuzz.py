@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from tests.bus_fuzz import CASES, CONSUMED, Fuzzer, dead_letters, expected, run_facts
+from tests.bus_fuzz import CASES, CONSUMED, LOOKED_UP, Fuzzer, dead_letters, expected, run_facts
 from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv, serve, stop
 from treegrpo.bus import Bus
 from treegrpo.embedded import EmbeddedNats
@@ -40,7 +40,7 @@ async def fuzz(url: str, until_done: subprocess.Popen) -> list:
     try:
         for wants in (Kind.NODE_SAMPLED, Kind.POLICY_PUBLISHED):  # early, then once a version is out
             facts = await _wait_for(bus, wants, until_done)
-            for kind in CONSUMED:
+            for kind in (*CONSUMED, *LOOKED_UP):
                 for case in CASES:
                     for _ in range(PER_CASE):
                         one = await fuzzer.one(kind, case, facts)
@@ -120,6 +120,9 @@ def test_fuzz_on_every_consumed_subject_is_dead_lettered_with_a_reason_and_the_r
         tasks, rounds, e, g = 1, 2, 3, 2
         assert log.counts[Kind.RUN_STARTED] == 1
         assert log.counts[Kind.NODE_SAMPLED] == len(set(log.node_ids)) == tasks * rounds * e * g
+        # one payload per node: the duplicates on their subjects are not facts
+        assert log.counts[Kind.TOKENS_RECORDED] == tasks * rounds * e * g
+        assert any(s.kind == Kind.TOKENS_RECORDED and s.seq is not None for s in sent)
         assert log.counts[Kind.NODE_EXECUTED] == log.counts[Kind.NODE_GRADED] == tasks * rounds * e * g
         assert log.counts[Kind.GROUP_SCORED] == len(set(log.groups_scored)) == tasks * rounds * e
         assert len(log.steps) == rounds and len(set(log.groups_trained)) == len(log.groups_trained)

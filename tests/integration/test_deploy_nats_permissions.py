@@ -104,7 +104,8 @@ def _wait_listening(proc: subprocess.Popen, port: int, log: Path, wait_s: float 
 def produced(user: str) -> list[pb.Event]:
     bodies = {
         "sampler": [
-            pb.NodeSampled(node_id="n1", task="t", round=1),
+            pb.NodeSampled(node_id="n1", task="t", round=1, tokens_recorded=True),
+            pb.TokensRecorded(node_id="n1", task="t", round=1),
             pb.RoundStarted(task="t", round=1),
             pb.RoundCompleted(task="t", round=1),
             pb.PolicyLoaded(version=1, sampler_id="s0"),
@@ -176,6 +177,8 @@ async def test_executor_cannot_publish_grades_or_policies_while_grader_and_learn
         assert not await try_publish(executor, "tg.r1.node.graded.x")
         assert not await try_publish(executor, "tg.r1.policy.published.1")
         assert not await try_publish(executor, "tg.r1.group.scored.g1")
+        assert not await try_publish(executor, "tg.r1.tokens.recorded.x")  # the sampler's alone
+        assert not await try_publish(grader, "tg.r1.tokens.recorded.x")
         assert await try_publish(executor, "tg.r1.node.executed.x")
         assert await try_publish(grader, "tg.r1.node.graded.x")
         assert not await try_publish(grader, "tg.r1.policy.published.1")
@@ -192,6 +195,8 @@ async def test_executor_cannot_publish_grades_or_policies_while_grader_and_learn
             ("executor", "tg.r1.node.graded.x"),
             ("executor", "tg.r1.policy.published.1"),
             ("executor", "tg.r1.group.scored.g1"),
+            ("executor", "tg.r1.tokens.recorded.x"),
+            ("grader", "tg.r1.tokens.recorded.x"),
             ("grader", "tg.r1.policy.published.1"),
         }
     finally:
@@ -231,6 +236,9 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
             assert await bus.last_event(RUN, Kind.RUN_STARTED) is not None
             assert len([e async for e in bus.replay(RUN, kinds=[Kind.NODE_SAMPLED])]) >= 2
             assert sorted(await bus.last_events(RUN, Kind.NODE_SAMPLED, ["n0", "n9"])) == ["n0", "n9"]
+            # the learner's read of a group: its node facts and the payload the sampler recorded
+            pairs = [(Kind.NODE_SAMPLED, "n1"), (Kind.TOKENS_RECORDED, "n1")]
+            assert set(await bus.last_facts(RUN, pairs)) == set(pairs)
             assert {events.subject(RUN, Kind.NODE_SAMPLED, n) for n in ("n0", "n9")} <= set(
                 await bus.subjects(RUN)
             )

@@ -159,7 +159,9 @@ async def test_an_all_crashed_round_re_spends_its_budget_once_even_across_a_kill
     new = [n for n in sampled if n.step == 2]
     assert sorted(n.index_in_group for n in new) == [0, 1, 2] and {n.group_size for n in new} == {3}
     assert {n.sibling_group for n in new} == {grown.respend_group}
-    assert sum(len(n.response_token_ids) for n in new) <= respend["round_token_budget"]  # never exceeded
+    payloads = [e.tokens_recorded async for _, e in bus.replay(run, kinds=[Kind.TOKENS_RECORDED])]
+    spent = [len(t.response_token_ids) for t in payloads if t.step == 2]
+    assert len(spent) == 3 and 0 < sum(spent) <= respend["round_token_budget"]  # never exceeded
     counts = await subject_counts(bus, run, Kind.NODE_SAMPLED)
     assert len(counts) == 2 * 3 + 3 and set(counts.values()) == {1}  # every node once, none twice
     scored = await bus.last_event(run, Kind.GROUP_SCORED, grown.respend_group)

@@ -221,12 +221,15 @@ async def test_rounds_are_sampled_graded_summarised_and_the_run_completes(
         await bus.last_event("run1", Kind.NODE_SAMPLED, events.node_id("run1", "spooky-mini", 1, 2, 1))
     ).node_sampled
     assert child.mode in ("debug", "improve") and child.HasField("parent_id") and child.policy_version == 0
-    assert len(child.response_token_ids) == len(child.response_logprobs) > 0 and child.prompt_token_ids
-    assert [m.role for m in child.prompt_messages] == ["system", "user"]
+    # its training payload is the fact before it: the node fact carries none of it
+    assert child.tokens_recorded and not (child.response_token_ids or child.prompt_messages)
+    tokens = (await bus.last_event("run1", Kind.TOKENS_RECORDED, child.node_id)).tokens_recorded
+    assert len(tokens.response_token_ids) == len(tokens.response_logprobs) > 0 and tokens.prompt_token_ids
+    assert [m.role for m in tokens.prompt_messages] == ["system", "user"]
     parent_code = (await bus.last_event("run1", Kind.NODE_SAMPLED, child.parent_id)).node_sampled.code
-    assert "Previous" in child.prompt_messages[1].content
+    assert "Previous" in tokens.prompt_messages[1].content
     if parent_code:
-        assert parent_code in child.prompt_messages[1].content
+        assert parent_code in tokens.prompt_messages[1].content
 
 
 async def test_sync_round_waits_for_the_trained_version_which_is_pulled_when_no_push_comes(

@@ -132,6 +132,24 @@ def test_a_node_or_group_whose_ids_are_not_its_tree_position_is_misderived():
         "r1", pb.GroupScored(sibling_group=gid, task="t", round=1, step=3)
     )
     assert events.misderived("r1", pb.RunEnded(attempt=77)) == ""  # not a tree fact: judged elsewhere
+    # a node's payload is placed in the tree as its node fact is
+    assert events.misderived("r1", pb.TokensRecorded(node_id=nid, index_in_group=1, **place)) == ""
+    assert "node id" in events.misderived(
+        "r1", pb.TokensRecorded(node_id="f" * 12, index_in_group=1, **place)
+    )
+    assert "sibling_group" in events.misderived(
+        "r2", pb.TokensRecorded(node_id=nid, index_in_group=1, **place)
+    )
+
+
+def test_a_nodes_payload_is_a_fact_of_its_own_subject_and_id():
+    tokens = events.make_event("r1", "sampler/s", pb.TokensRecorded(node_id="3fa2c01b9e4d"))
+    assert tokens.envelope.event_id == "r1.tokens.recorded.3fa2c01b9e4d"
+    assert events.subject_of(tokens) == "tg.r1.tokens.recorded.3fa2c01b9e4d"
+    assert events.kind_of(tokens) == Kind.TOKENS_RECORDED
+    assert events.subject_filter(Kind.TOKENS_RECORDED, "r1") == "tg.r1.tokens.recorded.>"
+    # not under any node.* filter: a consumer of node facts never receives a payload
+    assert not events.subject_of(tokens).startswith("tg.r1.node.")
 
 
 def test_only_a_chain_of_resumes_opens_attempts_and_only_their_ends_count():

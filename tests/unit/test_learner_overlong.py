@@ -81,5 +81,6 @@ def test_node_sampled_records_a_completion_cut_at_max_new_tokens():
         Completion("```python\nprint(", [1, 2, 3], [-0.1, -0.2, -0.3], [9], "length"),
     ]
     evs = _expand.node_events(state, exp, [], _expand.Sampled(comps, 0, 1.0), "sampler/t", "s0", "m")
-    assert [e.node_sampled.finish_reason for e in evs] == ["stop", "length"]
-    assert isinstance(evs[0].node_sampled, pb.NodeSampled)
+    nodes = [e.node_sampled for e in evs if e.HasField("node_sampled")]
+    assert [n.finish_reason for n in nodes] == ["stop", "length"]
+    assert isinstance(nodes[0], pb.NodeSampled)

@@ -7,7 +7,13 @@ Layout, key orders and rendered formats: docs/ARCHIVE.md.
 """
 
 from treegrpo.archive._check import Violation, check_round, check_timing
-from treegrpo.archive._export import ArchiveInvariantError, collect_facts, export_run, export_runs
+from treegrpo.archive._export import (
+    ArchiveInvariantError,
+    collect_facts,
+    export_run,
+    export_runs,
+    sampled_bodies,
+)
 from treegrpo.archive._import import ImportResult, import_root, import_run
 from treegrpo.archive._join import RoundFacts, RunFacts, node_record, timing_line
 from treegrpo.archive._read import Problem, SeedRound, SeedRun, find_runs, read_nodes, read_run
@@ -75,6 +81,7 @@ __all__ = [
     "read_run",
     "render_transcript",
     "render_tree",
+    "sampled_bodies",
     "round_summary",
     "seed_summary",
     "summary_json",

@@ -1,9 +1,10 @@
 """Export: project runs from the log into the seed's data-root layout.
 
 Two passes over each run's events: first the small facts (rounds, executed, graded, group rewards,
-learner steps), then the `node.sampled` bodies in stream order, each joined in O(1) and written
-straight out. A caller that also reads the run (the runner's report) hands in the facts it read
-and a reader of the bodies (`facts`, `on_sampled`): both passes then serve both. The same log
+learner steps), then the `node.sampled` bodies in stream order (each with its `tokens.recorded`
+payload put back inline: `sampled_bodies`), each joined in O(1) and written straight out. A caller
+that also reads the run (the runner's report) hands in the facts it read and a reader of the bodies
+(`facts`, `on_sampled`): both passes then serve both. The same log
 always gives byte-identical files: nothing depends on the clock, the host, dict iteration of
 unordered input, or the order replies arrive in.
 """
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
+from treegrpo import events
 from treegrpo.archive._check import Violation
 from treegrpo.archive._join import RunFacts
 from treegrpo.archive._writer import ExportResult, RunWriter
@@ -33,6 +35,9 @@ SMALL_KINDS = (
     Kind.LEARNER_STEPPED,
     Kind.GROUP_RESPENT,
 )
+# the node bodies: the node facts and their payloads (in their own fact since `tokens.recorded`),
+# joined back into the one body the seed's node records project from (`events.inline_tokens`)
+SAMPLED_KINDS = (Kind.TOKENS_RECORDED, Kind.NODE_SAMPLED)
 
 
 class ArchiveInvariantError(RuntimeError):
@@ -52,6 +57,21 @@ async def collect_facts(bus, run_id: str, kinds: Sequence[str] = SMALL_KINDS) ->
     return facts
 
 
+async def sampled_bodies(bus, run_id: str) -> AsyncIterator[pb.NodeSampled]:
+    """The run's `node.sampled` bodies in stream order, each with its payload inline as the seed's
+    records hold it: a node fact of a run that records it apart gets its `tokens.recorded` back
+    (published right before it, so held for one message); one of a run before that (or imported)
+    has it already. A node whose payload never came is handed out last, without it."""
+    join = events.TokenJoin()
+    async for _, event in bus.replay(run_id, kinds=SAMPLED_KINDS):
+        whole = join.accept(event)
+        if whole is not None:
+            yield whole
+    for whole in join.rest():
+        log.warning("%s: node %s: its tokens.recorded is missing", run_id, whole.node_id)
+        yield whole
+
+
 async def export_run(
     bus,
     run_id: str,
@@ -65,12 +85,12 @@ async def export_run(
     if facts.started is None and not facts.rounds and not facts.steps:
         raise LookupError(f"run {run_id!r} has no events on the bus")
     writer = RunWriter(facts, Path(out_dir))
-    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):
-        writer.accept(event.node_sampled)
+    async for sampled in sampled_bodies(bus, run_id):
+        writer.accept(sampled)
         if on_sampled is not None:
-            on_sampled(event.node_sampled)
+            on_sampled(sampled)
         if on_node is not None:
-            on_node(len(event.node_sampled.response_logprobs))
+            on_node(len(sampled.response_logprobs))
     result = writer.finish()
     if result.ungraded_skipped:
         log.warning("%s: %d sampled node(s) not graded yet were left out", run_id, result.ungraded_skipped)

@@ -20,7 +20,7 @@ from treegrpo.bus._errors import (
     ReplayIncomplete,
     TransientError,
 )
-from treegrpo.bus._lookups import Reads, RunEnds, RunStart, attempts
+from treegrpo.bus._reads import Reads, RunEnds, RunStart, attempts
 from treegrpo.bus._writes import WriteHealth, bus_fault_in, is_write_failure
 
 __all__ = [

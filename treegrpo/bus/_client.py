@@ -17,8 +17,9 @@ from nats.js.errors import APIError, BadObjectMetaError, DigestMismatchError, No
 
 from treegrpo import events
 from treegrpo.bus._errors import BusUnavailable, ObjectDamaged, ObjectMissing
-from treegrpo.bus._lookups import Lookups, Reads
+from treegrpo.bus._lookups import Lookups
 from treegrpo.bus._names import ADAPTERS, DLQ_ROOT, DLQ_STREAM, STREAM, SUBMISSIONS
+from treegrpo.bus._reads import Reads
 from treegrpo.bus._writes import WriteHealth, write
 from treegrpo.nats_url import server_list
 from treegrpo.telemetry import event_trace_headers

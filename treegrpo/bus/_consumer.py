@@ -69,6 +69,7 @@ class Consumer:
         self._busy = 0
         self._working: dict[int, tuple[float, object]] = {}  # id(msg) -> (start, msg), for heartbeats
         self.processed = 0
+        self.received_bytes = 0  # payload bytes of the messages fetched (what this service reads)
         self.dead_lettered = 0
         self.deferred = 0  # messages handed back to wait (Deferred): not failures
         self.errors = 0  # handler failures (retried or dead-lettered): the heartbeat shows them
@@ -188,6 +189,7 @@ class Consumer:
 
     async def _process(self, msg) -> None:
         meta = msg.metadata
+        self.received_bytes += len(msg.data or b"")
         delivery = Delivery(msg.subject, meta.sequence.stream, meta.num_delivered)
         try:
             event = events.decode(msg.data)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import nats.errors
 from nats.js.errors import NotFoundError
@@ -20,6 +19,7 @@ from nats.js.errors import NotFoundError
 from treegrpo import events
 from treegrpo.bus._errors import BusWriteError
 from treegrpo.bus._names import STREAM
+from treegrpo.bus._reads import RunEnds, RunStart
 from treegrpo.bus._replay import REPLAY_FETCH_S, REPLAY_PATIENCE_S, Cursor, checked_event
 from treegrpo.config import RunSpec
 from treegrpo.events import Kind
@@ -29,64 +29,6 @@ log = logging.getLogger(__name__)
 
 MULTI_LAST_MAX = 256  # subjects per batched direct get (the server caps one request's subjects)
 LOOKUP_TIMEOUT_S = 5.0  # a batched get's wait for each next message of its answer
-
-
-@dataclass(frozen=True)
-class RunEnds:
-    """A run's lifecycle facts: attempts = 1 + resumes; open while fewer attempts ended."""
-
-    started: bool
-    completed: bool
-    ended: int  # run.ended facts (one per attempt that ended)
-    resumed: int  # run.resumed facts
-
-    @property
-    def attempt(self) -> int:
-        return 1 + self.resumed
-
-    @property
-    def open(self) -> bool:
-        return self.started and not self.completed and self.ended < self.attempt
-
-
-@dataclass
-class Reads:
-    """The read requests a `Bus` sent, by what they are (tests and benchmarks count them)."""
-
-    lookups: int = 0  # direct gets of one subject's last message (`last_event`)
-    batches: int = 0  # batched direct gets of many subjects' last messages (`last_events`)
-    consumers: int = 0  # read consumers opened (one per replay or `last_events`; more after stalls)
-    fetches: int = 0  # pull fetches over those consumers
-    infos: int = 0  # stream-info requests (a run's subjects, its ends, the runs)
-    messages: int = 0  # messages the fetches and batches brought (replays, `last_events`)
-
-    @property
-    def total(self) -> int:
-        """Requests sent (messages are not requests)."""
-        return self.lookups + self.batches + self.consumers + self.fetches + self.infos
-
-
-@dataclass(frozen=True)
-class RunStart:
-    """A run's `run.started`: what the run is, and who started it."""
-
-    spec: RunSpec
-    producer: str
-
-    @property
-    def imported(self) -> bool:
-        """History read back from an archive (`treegrpo archive import`): never work to redo."""
-        return self.producer == events.IMPORTED_PRODUCER
-
-
-def attempts(ended: Iterable[int], resumed: Iterable[int]) -> tuple[int, int]:
-    """(the run's attempt, how many of its attempts ended): only resumes 2, 3, .. k in a row open
-    attempts, and only ends of attempts 1 .. k count, so a fact of an attempt that never was (a
-    forgery, fuzz) neither ends nor reopens a run."""
-    opened, attempt = set(resumed), 1
-    while attempt + 1 in opened:
-        attempt += 1
-    return attempt, len({a for a in ended if 1 <= a <= attempt})
 
 
 class Lookups:
@@ -112,6 +54,7 @@ class Lookups:
                 raw = await self.js.get_msg(STREAM, seq=seq, subject=subject, direct=True, next=True)
             except NotFoundError:
                 return None
+            self.reads.payload_bytes += len(raw.data or b"")
             try:
                 event = events.decode(raw.data or b"")
             except events.UndecodableEvent:
@@ -126,7 +69,16 @@ class Lookups:
         """The latest event of each key (e.g. a group's `node.sampled` facts) in one request: a
         batched direct get of their exact subjects (up to `MULTI_LAST_MAX` a request). A key with
         no event (or an undecodable one) is absent from the answer."""
-        subjects = {events.subject(run_id, kind, k): k for k in keys}
+        found = await self.last_facts(run_id, [(kind, k) for k in keys])
+        return {k: event for (_kind, k), event in found.items()}
+
+    async def last_facts(
+        self, run_id: str, wanted: Sequence[tuple[str, str | tuple]]
+    ) -> dict[tuple[str, str | tuple], pb.Event]:
+        """`last_events` over (kind, key) pairs of several kinds in one request: e.g. a group's
+        `node.sampled` facts and their `tokens.recorded` (the learner's one read per group). The
+        answer is keyed by the pairs as asked; a pair with no fact is absent."""
+        subjects = {events.subject(run_id, kind, k): (kind, k) for kind, k in wanted}
         names, out = list(subjects), {}
         for i in range(0, len(names), MULTI_LAST_MAX):
             for subject, data, msg_id in await self._multi_last(names[i : i + MULTI_LAST_MAX]):
@@ -170,6 +122,7 @@ class Lookups:
                 status = headers.get("Status")
                 if status in ("204", "404"):
                     self.reads.messages += len(got)
+                    self.reads.payload_bytes += sum(len(data or b"") for _s, data, _id in got)
                     if len(got) != expected:
                         raise BusWriteError(
                             f"batched read of {len(subjects)} subjects: {len(got)} of {expected}"
@@ -239,6 +192,7 @@ class Lookups:
                     await cursor.stalled(exc)
                     continue
                 self.reads.messages += len(msgs)
+                self.reads.payload_bytes += sum(len(m.data or b"") for m in msgs)
                 for m in msgs:
                     if not cursor.take(m):
                         break

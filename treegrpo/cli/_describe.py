@@ -23,11 +23,14 @@ def _metric(value: float | None) -> str:
 def describe(event: pb.Event) -> tuple[str, str]:
     b = events.body_of(event)
     kind = events.kind_of(event)
-    if kind == Kind.NODE_SAMPLED:
+    if kind == Kind.NODE_SAMPLED:  # its tokens are in its tokens.recorded (inline in older runs)
+        tokens = "" if b.tokens_recorded else f"{len(b.response_token_ids)} tok, "
         return "cyan", (
             f"{b.node_id} {b.task} r{b.round} s{b.step} {b.mode:<7} v{b.policy_version} "
-            f"{len(b.response_token_ids)} tok, {len(b.code.splitlines())} lines"
+            f"{tokens}{len(b.code.splitlines())} lines"
         )
+    if kind == Kind.TOKENS_RECORDED:
+        return "dim", (f"{b.node_id} {len(b.prompt_token_ids)} prompt tok, {len(b.response_token_ids)} tok")
     if kind == Kind.NODE_EXECUTED:
         style = STATUS_STYLE.get(b.status, "white")
         exc = f" {b.exc_type}" if b.HasField("exc_type") else ""

@@ -27,9 +27,10 @@ from treegrpo.archive import (
     read_nodes,
     read_run,
     round_summary,
+    sampled_bodies,
     timing_line,
 )
-from treegrpo.events import Kind, short_hash
+from treegrpo.events import short_hash
 
 # treegrpo.tasks' LOAD_SOURCE and LOAD_TASKS, named here because importing the tasks package pulls in
 # pandas, which the report does not need (a unit test keeps the two in step)
@@ -198,8 +199,8 @@ class BusReading:
 async def load_from_bus(bus, run_id: str) -> RunData:
     reading = BusReading(await collect_facts(bus, run_id))  # the small facts the export reads too
     reading.check()
-    async for _, event in bus.replay(run_id, kinds=[Kind.NODE_SAMPLED]):
-        reading.accept(event.node_sampled)
+    async for sampled in sampled_bodies(bus, run_id):  # with their tokens.recorded payload inline
+        reading.accept(sampled)
     return reading.finish()
 
 

@@ -151,7 +151,7 @@ class RoundCompleted(_message.Message):
     def __init__(self, task: _Optional[str] = ..., round: _Optional[int] = ..., model: _Optional[str] = ..., adapter_path: _Optional[str] = ..., nodes: _Optional[int] = ..., valid: _Optional[int] = ..., expansions: _Optional[int] = ..., phase: _Optional[str] = ..., best_test_metric: _Optional[float] = ..., best_node_id: _Optional[str] = ..., honest_test_metric: _Optional[float] = ..., rollout_file: _Optional[str] = ..., workspace: _Optional[str] = ..., gen_llm_seconds: _Optional[float] = ..., gen_exec_seconds: _Optional[float] = ..., completed_unix: _Optional[int] = ..., started_unix: _Optional[int] = ...) -> None: ...
 
 class NodeSampled(_message.Message):
-    __slots__ = ("node_id", "task", "round", "step", "parent_id", "sibling_group", "mode", "group_size", "index_in_group", "prompt_messages", "raw_completion", "thinking", "plan", "code", "response_token_ids", "response_logprobs", "policy_version", "gen_seconds", "prompt_token_ids", "sampler_id", "model", "finish_reason")
+    __slots__ = ("node_id", "task", "round", "step", "parent_id", "sibling_group", "mode", "group_size", "index_in_group", "prompt_messages", "raw_completion", "thinking", "plan", "code", "response_token_ids", "response_logprobs", "policy_version", "gen_seconds", "prompt_token_ids", "sampler_id", "model", "finish_reason", "tokens_recorded", "tokens_digest")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,8 @@ class NodeSampled(_message.Message):
     SAMPLER_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     task: str
     round: int
@@ -196,7 +198,35 @@ class NodeSampled(_message.Message):
     sampler_id: str
     model: str
     finish_reason: str
-    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., parent_id: _Optional[str] = ..., sibling_group: _Optional[str] = ..., mode: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., raw_completion: _Optional[str] = ..., thinking: _Optional[str] = ..., plan: _Optional[str] = ..., code: _Optional[str] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ..., policy_version: _Optional[int] = ..., gen_seconds: _Optional[float] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampler_id: _Optional[str] = ..., model: _Optional[str] = ..., finish_reason: _Optional[str] = ...) -> None: ...
+    tokens_recorded: bool
+    tokens_digest: str
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., parent_id: _Optional[str] = ..., sibling_group: _Optional[str] = ..., mode: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., raw_completion: _Optional[str] = ..., thinking: _Optional[str] = ..., plan: _Optional[str] = ..., code: _Optional[str] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ..., policy_version: _Optional[int] = ..., gen_seconds: _Optional[float] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampler_id: _Optional[str] = ..., model: _Optional[str] = ..., finish_reason: _Optional[str] = ..., tokens_recorded: bool = ..., tokens_digest: _Optional[str] = ...) -> None: ...
+
+class TokensRecorded(_message.Message):
+    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "index_in_group", "prompt_messages", "prompt_token_ids", "response_token_ids", "response_logprobs")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    SIBLING_GROUP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_IN_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    task: str
+    round: int
+    step: int
+    sibling_group: str
+    group_size: int
+    index_in_group: int
+    prompt_messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    response_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    response_logprobs: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class NodeExecuted(_message.Message):
     __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "mode", "parent_id", "status", "exc_type", "exec_time", "term_tail", "resource_gate", "resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where", "exec_timings", "gpu_util", "submission_key")
@@ -464,7 +494,7 @@ class GroupRespent(_message.Message):
     def __init__(self, sibling_group: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., why: _Optional[str] = ..., mode: _Optional[str] = ..., extra_siblings: _Optional[int] = ..., respend_group: _Optional[str] = ..., respend_step: _Optional[int] = ..., parent_id: _Optional[str] = ..., child_mode: _Optional[str] = ..., reserved_tokens: _Optional[int] = ..., budget_left: _Optional[int] = ..., tokens_per_sibling: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored", "group_respent")
+    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored", "group_respent", "tokens_recorded")
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +512,7 @@ class Event(_message.Message):
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     LEARNER_RESTORED_FIELD_NUMBER: _ClassVar[int]
     GROUP_RESPENT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_RECORDED_FIELD_NUMBER: _ClassVar[int]
     envelope: Envelope
     run_started: RunStarted
     run_completed: RunCompleted
@@ -499,4 +530,5 @@ class Event(_message.Message):
     run_resumed: RunResumed
     learner_restored: LearnerRestored
     group_respent: GroupRespent
-    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ..., group_respent: _Optional[_Union[GroupRespent, _Mapping]] = ...) -> None: ...
+    tokens_recorded: TokensRecorded
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ..., group_respent: _Optional[_Union[GroupRespent, _Mapping]] = ..., tokens_recorded: _Optional[_Union[TokensRecorded, _Mapping]] = ...) -> None: ...

@@ -1,23 +1,26 @@
 """The group buffer: scored sibling groups waiting for a step, and the rule that picks a batch.
 
-A group enters with its members' training data (from their `node.sampled` facts) and a future the
-consumer's handler awaits: the group.scored message is acknowledged only once the step that used
-the group is durable (or the group was dropped as stale), so a crash redelivers it. The members
-are read in one go (`read_members`: one consumer, one fetch for the whole group).
+A group enters with its members' training data (their `node.sampled` and `tokens.recorded` facts)
+and a future the consumer's handler awaits: the group.scored message is acknowledged only once the
+step that used the group is durable (or the group was dropped as stale), so a crash redelivers it.
+The members are read in one go (`read_members`: one batched direct get for the whole group, both kinds).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
-from treegrpo import advantages
+from treegrpo import advantages, events
 from treegrpo.bus import Bus, TransientError
-from treegrpo.events import Kind
+from treegrpo.events import INFRASTRUCTURE, Kind
 from treegrpo.v1 import events_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,24 +36,40 @@ class Member:
 
 
 async def read_members(bus: Bus, run_id: str, gs: pb.GroupScored) -> list[Member]:
-    """The group's members with their training data, from their `node.sampled` facts, in the
-    group's order; `TransientError` while one of them is not on the stream yet."""
+    """The group's members with their training data, in the group's order, from one batched read of
+    their `node.sampled` facts and their `tokens.recorded` (runs recorded before the payload had a
+    fact of its own, and imported runs, carry it in `node.sampled`: `events.tokens_of`);
+    `TransientError` while one of them is not on the stream yet. A member whose payload is another
+    sampling's (`events.foreign_tokens`) is masked: no outcome of the policy's to train on."""
     ids = [m.node_id for m in gs.members]
-    sampled = await bus.last_events(run_id, Kind.NODE_SAMPLED, ids)
+    wanted = [(Kind.NODE_SAMPLED, i) for i in ids] + [(Kind.TOKENS_RECORDED, i) for i in ids]
+    found = await bus.last_facts(run_id, wanted)
     out = []
     for m in gs.members:
-        event = sampled.get(m.node_id)
+        event = found.get((Kind.NODE_SAMPLED, m.node_id))
         if event is None:
             raise TransientError(f"node.sampled of {m.node_id} not on the stream yet", 2.0)
         ns = event.node_sampled
+        recorded = found.get((Kind.TOKENS_RECORDED, m.node_id))
+        tokens = events.tokens_of(ns, recorded.tokens_recorded if recorded is not None else None)
+        if tokens is None and recorded is None:
+            raise TransientError(f"tokens.recorded of {m.node_id} not on the stream yet", 2.0)
+        if tokens is None:  # a payload of another sampling of the node: never trained on
+            log.warning(
+                "group %s: %s; the node is masked",
+                gs.sibling_group,
+                events.foreign_tokens(ns, recorded.tokens_recorded),
+            )
+            out.append(Member(m.node_id, m.reward, INFRASTRUCTURE, (), (), (), int(ns.policy_version)))
+            continue
         out.append(
             Member(
                 m.node_id,
                 m.reward,
                 m.status,
-                tuple(ns.prompt_token_ids),
-                tuple(ns.response_token_ids),
-                tuple(ns.response_logprobs),
+                tuple(tokens.prompt_token_ids),
+                tuple(tokens.response_token_ids),
+                tuple(tokens.response_logprobs),
                 int(ns.policy_version),
                 ns.finish_reason == "length",
             )

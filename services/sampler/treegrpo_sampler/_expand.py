@@ -1,4 +1,5 @@
-"""One expansion, end to end: its prompt, its G completions, its `node.sampled` facts."""
+"""One expansion, end to end: its prompt, its G completions, their `tokens.recorded` and
+`node.sampled` facts."""
 
 from __future__ import annotations
 
@@ -75,35 +76,47 @@ def node_events(
     sampler_id: str,
     model: str,
 ) -> list[pb.Event]:
+    """Each completion's two facts, its `tokens.recorded` right before its `node.sampled`: published
+    in this order on one connection, a node fact is never on the stream before its payload."""
     g = exp.group_size or state.spec.tree.group_size
     share = sampled.seconds / max(1, len(sampled.completions))
+    prompt = [pb.ChatMessage(role=m["role"], content=m["content"]) for m in messages]
     out = []
     for index, comp in zip(exp.missing, sampled.completions, strict=True):
         parsed = parse_completion(comp.text)
-        body = pb.NodeSampled(
+        place = dict(
             node_id=events.node_id(state.run_id, exp.task, exp.round, exp.step, index),
             task=exp.task,
             round=exp.round,
             step=exp.step,
             sibling_group=exp.group_id,
-            mode=exp.mode,
             group_size=g,
             index_in_group=index,
+        )
+        tokens = pb.TokensRecorded(
+            **place,
+            prompt_messages=prompt,
+            prompt_token_ids=comp.prompt_token_ids,
+            response_token_ids=comp.token_ids,
+            response_logprobs=comp.logprobs,
+        )
+        body = pb.NodeSampled(
+            **place,
+            mode=exp.mode,
             raw_completion=comp.text,
             thinking=parsed.thinking,
             plan=parsed.plan,
             code=parsed.code,
-            response_token_ids=comp.token_ids,
-            response_logprobs=comp.logprobs,
             policy_version=sampled.version,
             gen_seconds=share,
-            prompt_token_ids=comp.prompt_token_ids,
             sampler_id=sampler_id,
             model=model,
             finish_reason=comp.finish_reason,  # "length": cut at max_new_tokens (the learner's overlong rule)
+            tokens_recorded=True,  # its payload is the fact before it
+            tokens_digest=events.tokens_digest(tokens),  # ... that one, not another sampling's
         )
         if exp.parent_id is not None:
             body.parent_id = exp.parent_id
-        body.prompt_messages.extend(pb.ChatMessage(role=m["role"], content=m["content"]) for m in messages)
-        out.append(events.make_event(state.run_id, producer, body, at=time.time()))
+        at = time.time()
+        out += [events.make_event(state.run_id, producer, b, at=at) for b in (tokens, body)]
     return out

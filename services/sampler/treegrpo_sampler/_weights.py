@@ -18,6 +18,7 @@ from treegrpo.events import check_token
 from treegrpo.v1 import weights_pb2 as wpb
 from treegrpo.v1 import weights_pb2_grpc as wgrpc
 from treegrpo_sampler._adapters import AdapterLoader, LoadResult
+from treegrpo_sampler.config import GrpcSettings
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +153,17 @@ async def push_adapter(
 
     async with grpc.aio.insecure_channel(address) as channel:
         return await wgrpc.WeightSyncStub(channel).PushAdapter(chunks(), timeout=timeout_s)
+
+
+async def serve_weights(
+    loader: AdapterLoader, g: GrpcSettings, workdir: Path, instance: str
+) -> WeightReceiver:
+    """Start the receiver and write its host:port where the learner looks for it (`address_file`,
+    else `<workdir>/<instance>.grpc`)."""
+    receiver = WeightReceiver(loader, g.host, g.port, g.max_adapter_bytes, spool_dir=None)
+    address = await receiver.start()
+    addr_file = Path(g.address_file).expanduser() if g.address_file else workdir / f"{instance}.grpc"
+    addr_file.parent.mkdir(parents=True, exist_ok=True)
+    addr_file.write_text(address + "\n")
+    log.info("sampler %s: weights at %s (written to %s)", instance, address, addr_file)
+    return receiver

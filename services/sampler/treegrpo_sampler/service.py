@@ -3,7 +3,8 @@
 Handlers fold the facts the sampler depends on (`run.started`, `group.scored`,
 `policy.published`, `run.completed`) into per-run state; a separate pump task turns that state
 into work through the pure tree policy and samples up to `max_concurrent_groups` groups at once,
-so the consumer keeps acking and heartbeating while the model generates. On the first event of a
+so the consumer keeps acking and heartbeating while the model generates (`_group.GroupSampler`
+samples one group and publishes its facts). On the first event of a
 run the state is rebuilt by replaying the run's log, so a restarted sampler resumes exactly where
 the log says it was: half-sampled groups get only their missing siblings (deterministic node ids
 make any re-publish a no-op), and a policy version published while it was down is pulled.
@@ -14,24 +15,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from pathlib import Path
 
 from treegrpo.bus import ConsumerOptions, Delivery, PermanentError, TransientError
 from treegrpo.config import treegrpo_home
 from treegrpo.events import Kind
-from treegrpo.prompts import TaskContext, task_context
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_sampler import _expand, _respend, _rounds
+from treegrpo_sampler import _respend, _rounds
 from treegrpo_sampler._adapters import AdapterLoader, VersionGate
 from treegrpo_sampler._checks import check_adapter, check_attempt, check_group, require_started
+from treegrpo_sampler._group import GroupSampler
 from treegrpo_sampler._schedule import Scheduler
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
-from treegrpo_sampler._weights import WeightReceiver
-from treegrpo_sampler.backends import EngineLost, SamplingParams, create_backend, resolve_model_path
+from treegrpo_sampler._weights import WeightReceiver, serve_weights
+from treegrpo_sampler.backends import EngineLost, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
-from treegrpo_sampler.policy import Expansion, next_expansions, waits_for_policy
+from treegrpo_sampler.policy import next_expansions, waits_for_policy
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,14 @@ class SamplerService(Service):
         self.runs: dict[str, RunState] = {}
         self._run_lock = asyncio.Lock()
         self.scheduler = Scheduler(config.max_concurrent_groups)
-        self._contexts: dict[str, TaskContext] = {}
+        self.groups: GroupSampler | None = None  # samples one group (made once the backend is up)
         self._pump_task: asyncio.Task | None = None
         self._foreign_warned: set[str] = set()
-        self.groups_sampled = 0
+
+    @property
+    def groups_sampled(self) -> int:
+        """Groups this sampler sampled and published since it started."""
+        return self.groups.sampled if self.groups else 0
 
     @property
     def weights_address(self) -> str:
@@ -80,6 +84,9 @@ class SamplerService(Service):
     # ---- lifecycle --------------------------------------------------------------------------
     async def on_setup(self) -> None:
         self.backend = await asyncio.to_thread(create_backend, self.config)
+        self.groups = GroupSampler(
+            self.backend, self.gate, self.bus, self.config, self.producer, self.instance, self.tracer
+        )
         workdir = (
             Path(self.config.workdir).expanduser() if self.config.workdir else treegrpo_home() / "sampler"
         )
@@ -93,19 +100,8 @@ class SamplerService(Service):
             self.config.grpc.published_wait_s,
             on_engine_lost=self.fail,
         )
-        g = self.config.grpc
-        self.receiver = WeightReceiver(self.loader, g.host, g.port, g.max_adapter_bytes, spool_dir=None)
-        address = await self.receiver.start()
-        addr_file = Path(g.address_file).expanduser() if g.address_file else workdir / f"{self.instance}.grpc"
-        addr_file.parent.mkdir(parents=True, exist_ok=True)
-        addr_file.write_text(address + "\n")
-        log.info(
-            "sampler %s: backend %s, weights at %s (written to %s)",
-            self.instance,
-            self.backend.name,
-            address,
-            addr_file,
-        )
+        self.receiver = await serve_weights(self.loader, self.config.grpc, workdir, self.instance)
+        log.info("sampler %s: backend %s", self.instance, self.backend.name)
         self._pump_task = asyncio.create_task(self._pump())
         await self._resume_open_runs()
 
@@ -271,7 +267,7 @@ class SamplerService(Service):
             return 0
         todo = next_expansions(state.run_id, state.spec, state.rounds, version, self.scheduler.held())
         for exp in todo[:free]:
-            self.scheduler.start(exp.group_id, self._sample(state, exp), self._done)
+            self.scheduler.start(exp.group_id, self.groups.sample(state, exp), self._done)
         return len(todo[:free])
 
     def _version_for(self, state: RunState) -> int | None:
@@ -302,60 +298,3 @@ class SamplerService(Service):
             )
             self.note_error(f"group {group_id}: {type(task.exception()).__name__}: {task.exception()}")
             self.scheduler.retry_later(group_id)
-
-    async def _sample(self, state: RunState, exp: Expansion) -> None:
-        # one trace per sibling group: each node's journey sampler -> executor -> grader -> learner
-        # continues it through the message headers
-        with self.tracer.start_as_current_span(
-            "sampler sample group",
-            attributes={
-                "treegrpo.run_id": state.run_id,
-                "treegrpo.sibling_group": exp.group_id,
-                "treegrpo.task": exp.task,
-                "treegrpo.round": exp.round,
-            },
-        ):
-            await self._sample_group(state, exp)
-
-    async def _sample_group(self, state: RunState, exp: Expansion) -> None:
-        rs = state.round(exp.task, exp.round)
-        if rs.started_unix is None:
-            body = pb.RoundStarted(
-                task=exp.task,
-                round=exp.round,
-                policy_version=self.backend.version,
-                model=state.spec.model or self.model_name,
-                started_unix=int(time.time()),
-                expansions=state.spec.tree.expansions,
-                group_size=state.spec.tree.group_size,
-            )
-            await self.publish(state.run_id, body)
-            state.apply(pb.Event(round_started=body))
-        ctx = await self._context(exp.task)
-        messages = await _expand.prompt_for(self.bus, state, exp, ctx, self.config.prompts)
-        s = self.config.sampling
-        params = SamplingParams(
-            max_new_tokens=s.max_new_tokens,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            seed=_expand.sampling_seed(state, exp),
-        )
-        async with self.gate.generating():  # no swap can land while this group generates
-            version, started = self.backend.version, time.perf_counter()
-            completions = await self.backend.generate(messages, len(exp.missing), params)
-            sampled = _expand.Sampled(completions, version, time.perf_counter() - started)
-        evs = _expand.node_events(
-            state, exp, messages, sampled, self.producer, self.instance, state.spec.model or self.model_name
-        )
-        await self.bus.publish_many(evs)
-        for e in evs:
-            state.apply(e)
-        self.groups_sampled += 1
-
-    async def _context(self, task: str) -> TaskContext:
-        if task not in self._contexts:
-            p = self.config.prompts
-            self._contexts[task] = await asyncio.to_thread(
-                task_context, task, p.task_roots or None, p.csv_head_lines
-            )
-        return self._contexts[task]

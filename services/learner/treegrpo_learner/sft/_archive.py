@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.events import Kind, Status
 from treegrpo_learner.sft._pairs import Pair, make_pair
 from treegrpo_learner.sft.config import ArchiveSettings
 
-READ_BATCH = 64  # picked nodes whose node.sampled are read in one request
+READ_BATCH = 64  # picked nodes whose node.sampled and tokens.recorded are read in one request
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ async def read_groups(bus: Bus, run_id: str) -> list[ScoredGroup]:
 
 
 async def archive_pairs(bus: Bus, settings: ArchiveSettings) -> tuple[list[Pair], list[str]]:
-    """The pairs of the picked nodes and the (run/node) ids picked whose node.sampled is missing."""
+    """The pairs of the picked nodes and the (run/node) ids picked whose node.sampled (or the
+    tokens.recorded it names) is missing."""
     pairs: list[Pair] = []
     missing: list[str] = []
     for run_id in settings.runs:
@@ -88,13 +90,16 @@ async def archive_pairs(bus: Bus, settings: ArchiveSettings) -> tuple[list[Pair]
         picked = select_nodes(groups, settings.select, settings.top_k, settings.min_reward)
         for i in range(0, len(picked), READ_BATCH):  # one request a batch; the big bodies not all held
             batch = picked[i : i + READ_BATCH]
-            found = await bus.last_events(run_id, Kind.NODE_SAMPLED, [node for _run, node in batch])
+            nodes = [node for _run, node in batch]
+            wanted = [(Kind.NODE_SAMPLED, n) for n in nodes] + [(Kind.TOKENS_RECORDED, n) for n in nodes]
+            found = await bus.last_facts(run_id, wanted)
             for run, node in batch:  # the run's groups: `run` is `run_id`
-                ev = found.get(node)
-                if ev is None:
+                ev, rec = found.get((Kind.NODE_SAMPLED, node)), found.get((Kind.TOKENS_RECORDED, node))
+                s = ev.node_sampled if ev is not None else None
+                tokens = events.tokens_of(s, rec.tokens_recorded if rec else None) if s is not None else None
+                if tokens is None:
                     missing.append(f"{run}/{node}")
                     continue
-                s = ev.node_sampled
-                msgs = [{"role": m.role, "content": m.content} for m in s.prompt_messages]
+                msgs = [{"role": m.role, "content": m.content} for m in tokens.prompt_messages]
                 pairs.append(make_pair(msgs, s.raw_completion, s.task, s.mode, f"archive:{run}/{node}"))
     return pairs, missing
