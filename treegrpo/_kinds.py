@@ -34,6 +34,7 @@ class Kind(StrEnum):
     POLICY_LOADED = "policy.loaded"
     DEAD_LETTERED = "dead.lettered"
     GROUP_RESPENT = "group.respent"
+    NODE_RETRIED = "node.retried"
 
     @property
     def field(self) -> str:

@@ -32,6 +32,7 @@ SMALL_KINDS = (
     Kind.GROUP_SCORED,
     Kind.LEARNER_STEPPED,
     Kind.GROUP_RESPENT,
+    Kind.NODE_RETRIED,
 )
 
 
