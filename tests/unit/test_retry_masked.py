@@ -6,6 +6,9 @@ Imports a private module: `treegrpo.runner._retry` (the runner's choice of nodes
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from treegrpo import events
@@ -152,3 +155,9 @@ def test_the_progress_counts_a_retried_node_once_with_its_newest_status():
     assert tp.graded == 2 and tp.retried == 1 and progress.retried == 1
     assert tp.statuses[INFRASTRUCTURE] == 0 and tp.statuses["ok"] == 2
     assert Kind.NODE_RETRIED.field == "node_retried"
+
+
+def test_retry_masked_without_resume_is_refused_before_anything_starts():
+    argv = [sys.executable, "-m", "treegrpo.cli", "run", "run-small", "--retry-masked"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "needs --resume" in done.stdout, done.stdout + done.stderr
