@@ -54,7 +54,7 @@ OBJECT_KINDS = (Kind.NODE_EXECUTED, Kind.POLICY_PUBLISHED)  # the kinds whose bo
 # node and group facts: a forged one on a live run's own subjects is dead-lettered by every consumer
 # (its ids are not its tree position's), but the run's projections (export, report) still read it
 # (their own issue); the fuzz forges them on a run of their own
-TREE_KINDS = (Kind.NODE_SAMPLED, Kind.NODE_EXECUTED, Kind.GROUP_SCORED)
+TREE_KINDS = (Kind.NODE_SAMPLED, Kind.NODE_EXECUTED, Kind.GROUP_SCORED, Kind.NODE_RETRIED)
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,11 @@ def forged_body(kind: Kind, run_id: str, rng: random.Random, task: str = "spooky
         return pb.NodeExecuted(
             node_id=_hex(rng), task=task, round=r, step=s, sibling_group=_hex(rng), group_size=2,
             mode="draft", status="ok", submission_key=f"{run_id}/{_hex(rng)}/submission.csv",
+        )  # fmt: skip
+    if kind == Kind.NODE_RETRIED:  # a retry (--retry-masked) of a node that is not the run's
+        return pb.NodeRetried(
+            node_id=_hex(rng), task=task, round=r, step=s, sibling_group=_hex(rng), group_size=2,
+            index_in_group=rng.randint(0, 1), attempt=rng.randint(2, 5), reason="fuzz",
         )  # fmt: skip
     if kind == Kind.GROUP_SCORED:
         members = [

@@ -35,6 +35,7 @@ class Kind(StrEnum):
     DEAD_LETTERED = "dead.lettered"
     GROUP_RESPENT = "group.respent"
     TOKENS_RECORDED = "tokens.recorded"
+    NODE_RETRIED = "node.retried"
 
     @property
     def field(self) -> str:

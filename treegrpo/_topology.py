@@ -50,6 +50,9 @@ TOPOLOGY: dict[Kind, Route] = {
     Kind.NODE_SAMPLED: _route({SAMPLER}, {EXECUTOR}, "a node's place in the tree, completion and code"),
     Kind.NODE_EXECUTED: _route({EXECUTOR}, {GRADER}, "a node's script ran: status, output tail, submission"),
     Kind.NODE_GRADED: _route({GRADER}, set(), "a node's final status and score"),
+    Kind.NODE_RETRIED: _route(
+        {RUNNER}, {EXECUTOR}, "`--resume --retry-masked`: a masked node runs again as a new attempt"
+    ),
     Kind.GROUP_SCORED: _route({GRADER}, {SAMPLER, LEARNER}, "every sibling of a group is graded: rewards"),
     Kind.LEARNER_STEPPED: _route({LEARNER}, set(), "one training step: timings and metrics"),
     Kind.LEARNER_RESTORED: _route(

@@ -34,6 +34,7 @@ __all__ = [
     "TokenJoin",
     "UndecodableEvent",
     "as_kind",
+    "attempt_key",
     "body_of",
     "check_token",
     "decode",
@@ -145,8 +146,10 @@ def event_id(run_id: str, kind: Kind | str, key: str | tuple | None = None) -> s
 def default_key(body) -> tuple | str | None:
     """The natural key of each fact: what makes it unique within a run."""
     name = type(body).__name__
-    if name in ("NodeSampled", "NodeExecuted", "NodeGraded", "TokensRecorded"):
+    if name in ("NodeSampled", "TokensRecorded"):
         return body.node_id
+    if name in ("NodeExecuted", "NodeGraded", "NodeRetried"):  # a retried node's later attempts
+        return attempt_key(body.node_id, body.attempt)
     if name in ("GroupScored", "GroupRespent"):  # one decision per zero-variance group
         return body.sibling_group
     if name in ("RoundStarted", "RoundCompleted"):
@@ -164,6 +167,13 @@ def default_key(body) -> tuple | str | None:
     if name == "DeadLettered":
         return (body.consumer, str(body.stream_seq))
     return None
+
+
+def attempt_key(node_id: str, attempt: int) -> str | tuple[str, str]:
+    """The key of a node's executed or graded fact of one attempt: the node id for its first (0 or
+    1: every node before `--retry-masked`), (node id, attempt) for a retry's, so a masked attempt's
+    fact stays on its own subject as history and the retry's lies beside it."""
+    return node_id if attempt <= 1 else (node_id, str(attempt))
 
 
 def make_event(
@@ -228,7 +238,8 @@ def group_id(run_id: str, task: str, round_: int, step: int) -> str:
     return short_hash("group", run_id, task, round_, step)
 
 
-_GROUPED = ("NodeSampled", "NodeExecuted", "NodeGraded", "GroupScored", "TokensRecorded")
+_GROUPED = ("NodeSampled", "NodeExecuted", "NodeGraded", "GroupScored", "TokensRecorded", "NodeRetried")
+_INDEXED = ("NodeSampled", "TokensRecorded", "NodeRetried")  # facts that carry the node's index in its group
 
 
 def misderived(run_id: str, body) -> str:
@@ -249,7 +260,9 @@ def misderived(run_id: str, body) -> str:
         return ""
     if body.group_size < 1:
         return f"node {body.node_id!r}: group_size {body.group_size}"
-    if name in ("NodeSampled", "TokensRecorded"):  # the facts that carry the node's index
+    if name == "NodeRetried" and body.attempt < 2:
+        return f"node {body.node_id!r}: a retry's attempt is 2 or more, not {body.attempt}"
+    if name in _INDEXED:
         if body.index_in_group >= body.group_size:
             return f"node {body.node_id!r}: index {body.index_in_group} outside a group of {body.group_size}"
         if body.node_id != node_id(run_id, body.task, body.round, body.step, body.index_in_group):

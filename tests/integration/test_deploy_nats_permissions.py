@@ -127,7 +127,7 @@ def produced(user: str) -> list[pb.Event]:
 
 CONSUMES = {
     "sampler": [Kind.RUN_STARTED, Kind.NODE_GRADED],
-    "executor": [Kind.NODE_SAMPLED],
+    "executor": [Kind.NODE_SAMPLED, Kind.NODE_RETRIED],
     "grader": [Kind.NODE_EXECUTED],
     "learner": [Kind.GROUP_SCORED, Kind.POLICY_LOADED],
 }
@@ -179,6 +179,7 @@ async def test_executor_cannot_publish_grades_or_policies_while_grader_and_learn
         assert not await try_publish(executor, "tg.r1.group.scored.g1")
         assert not await try_publish(executor, "tg.r1.tokens.recorded.x")  # the sampler's alone
         assert not await try_publish(grader, "tg.r1.tokens.recorded.x")
+        assert not await try_publish(executor, "tg.r1.node.retried.x.2")  # the runner's alone
         assert await try_publish(executor, "tg.r1.node.executed.x")
         assert await try_publish(grader, "tg.r1.node.graded.x")
         assert not await try_publish(grader, "tg.r1.policy.published.1")
@@ -197,6 +198,7 @@ async def test_executor_cannot_publish_grades_or_policies_while_grader_and_learn
             ("executor", "tg.r1.group.scored.g1"),
             ("executor", "tg.r1.tokens.recorded.x"),
             ("grader", "tg.r1.tokens.recorded.x"),
+            ("executor", "tg.r1.node.retried.x.2"),
             ("grader", "tg.r1.policy.published.1"),
         }
     finally:
@@ -216,6 +218,8 @@ async def test_every_service_user_can_do_its_own_bus_work_without_a_violation(se
         pb.NodeSampled(node_id="n9"),
         pb.NodeExecuted(node_id="n0"),
         pb.NodeExecuted(node_id="n9"),
+        pb.NodeRetried(node_id="n0", attempt=2),  # the runner's (--retry-masked): the operator's
+        pb.NodeRetried(node_id="n9", attempt=2),
         pb.GroupScored(sibling_group="g0"),
         pb.PolicyLoaded(version=0, sampler_id="s0"),
     ]
@@ -343,6 +347,7 @@ async def test_each_service_drives_its_own_per_run_durable_under_its_credentials
     for i in range(2):
         inputs += [pb.NodeGraded(node_id=f"n{i}"), pb.NodeSampled(node_id=f"n{i}")]
         inputs += [pb.NodeExecuted(node_id=f"n{i}"), pb.GroupScored(sibling_group=f"g{i}")]
+        inputs += [pb.NodeRetried(node_id=f"n{i}", attempt=2)]
     published = [events.make_event(RUN, "operator/test", b) for b in inputs]
     await operator.publish_many(published)
     buses = {u: await connect(secured_nats, u) for u in CONSUMES}

@@ -34,6 +34,7 @@ SMALL_KINDS = (
     Kind.GROUP_SCORED,
     Kind.LEARNER_STEPPED,
     Kind.GROUP_RESPENT,
+    Kind.NODE_RETRIED,
 )
 # the node bodies: the node facts and their payloads (in their own fact since `tokens.recorded`),
 # joined back into the one body the seed's node records project from (`events.inline_tokens`)

@@ -48,6 +48,9 @@ class RunFacts:
     # nodes our side could not execute or grade (status `infrastructure`): no outcome of the
     # policy's, so not records of the seed's format; reports count them apart
     infrastructure: dict[str, pb.NodeGraded] = field(default_factory=dict)
+    # nodes run again after an infrastructure fault (`--retry-masked`): node id -> its newest attempt
+    # asked; its records are its newest attempt's (its masked ones stay on the log as history)
+    retried: dict[str, int] = field(default_factory=dict)
     rewards: dict[str, float] = field(default_factory=dict)
     groups: dict[str, pb.GroupScored] = field(default_factory=dict)
     steps: list[pb.LearnerStepped] = field(default_factory=list)
@@ -63,7 +66,8 @@ class RunFacts:
         return self.rounds[key]
 
     def add(self, event: pb.Event) -> None:
-        """Fold one event in; later facts with the same key replace earlier ones (last write wins)."""
+        """Fold one event in; later facts with the same key replace earlier ones (last write wins; a
+        node's facts of an older attempt never replace its newer one's)."""
         kind = event.WhichOneof("body")
         if kind == "run_started":
             self.started = event.run_started
@@ -76,7 +80,9 @@ class RunFacts:
                 event.envelope.producer == events.IMPORTED_PRODUCER,
             )
         elif kind == "node_executed":
-            self.executed[event.node_executed.node_id] = event.node_executed
+            ex, old = event.node_executed, self.executed.get(event.node_executed.node_id)
+            if old is None or max(ex.attempt, 1) >= max(old.attempt, 1):
+                self.executed[ex.node_id] = ex
         elif kind == "node_graded":
             self._add_graded(event)
         elif kind == "group_scored":
@@ -87,12 +93,19 @@ class RunFacts:
             self.steps.append(event.learner_stepped)
         elif kind == "group_respent":
             self.respent[event.group_respent.sibling_group] = event.group_respent
+        elif kind == "node_retried":
+            r = event.node_retried
+            self.retried[r.node_id] = max(self.retried.get(r.node_id, 1), r.attempt)
 
     def _add_graded(self, event: pb.Event) -> None:
         g = event.node_graded
+        old = self.graded.get(g.node_id) or self.infrastructure.get(g.node_id)
+        if old is not None and max(g.attempt, 1) < max(old.attempt, 1):
+            return  # an older attempt's fact: the node is its newest attempt
         if g.status == events.INFRASTRUCTURE:
             self.infrastructure[g.node_id] = g
             return
+        self.infrastructure.pop(g.node_id, None)  # a masked node's retry: it has an outcome now
         if g.node_id not in self.graded:
             self.round(g.task, g.round).node_ids.append(g.node_id)
             self.first_seen.setdefault((g.task, g.round), event.envelope.time)

@@ -34,12 +34,16 @@ def describe(event: pb.Event) -> tuple[str, str]:
     if kind == Kind.NODE_EXECUTED:
         style = STATUS_STYLE.get(b.status, "white")
         exc = f" {b.exc_type}" if b.HasField("exc_type") else ""
-        return style, f"{b.node_id} {b.status}{exc} in {b.exec_time:.1f}s {b.where}"
+        again = f" (attempt {b.attempt})" if b.attempt > 1 else ""
+        return style, f"{b.node_id}{again} {b.status}{exc} in {b.exec_time:.1f}s {b.where}"
     if kind == Kind.NODE_GRADED:
         style = STATUS_STYLE.get(b.status, "white")
         metric = _metric(b.test_metric if b.HasField("test_metric") else None)
         err = f" ({b.grade_error})" if b.HasField("grade_error") else ""
-        return style, f"{b.node_id} {b.status} test={metric}{err}"
+        again = f" (attempt {b.attempt})" if b.attempt > 1 else ""
+        return style, f"{b.node_id}{again} {b.status} test={metric}{err}"
+    if kind == Kind.NODE_RETRIED:
+        return "magenta", f"{b.node_id} {b.task} r{b.round} s{b.step}: attempt {b.attempt} ({b.reason[:120]})"
     if kind == Kind.GROUP_SCORED:
         rewards = " ".join(f"{m.reward:+.2f}" for m in b.members)
         return "blue", f"{b.sibling_group} {b.task} r{b.round} s{b.step}: {rewards}"

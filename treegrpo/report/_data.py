@@ -100,6 +100,9 @@ class RunData:
     # node id -> sibling group of the nodes masked by infrastructure faults (status `infrastructure`):
     # not records (no outcome of the policy's), counted apart; a seed-format root has none
     infrastructure: dict[str, str] = field(default_factory=dict)
+    # node id -> its newest attempt, of the nodes run again after an infrastructure fault
+    # (`treegrpo run --resume --retry-masked`); their records are their newest attempt's
+    retried: dict[str, int] = field(default_factory=dict)
     gpu_busy: dict[int, float] = field(default_factory=dict)  # step -> GPU busy share, where recorded
     step_metrics: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> STEP_METRICS recorded
     respent: list[Respent] = field(default_factory=list)  # re-spend decisions (a seed root has none)
@@ -171,6 +174,7 @@ class BusReading:
         self.check()
         facts, data = self.facts, self.data
         data.infrastructure = {nid: g.sibling_group for nid, g in facts.infrastructure.items()}
+        data.retried = dict(facts.retried)
         gate = facts.resource_gate
         for s in facts.steps:
             data.timing.append(timing_line(s))

@@ -143,6 +143,8 @@ def _run(data: RunData, m: RunMetrics, role: str, estimator: str, strings: Strin
         "source": data.source,
         "gate": data.gate,
         "load": data.load,  # a systems load run: the page shows LOAD_LINE, never a verdict
+        "masked": len(data.infrastructure),  # nodes masked by infrastructure faults (not in `nodes`)
+        "retried": data.retried,  # node id -> newest attempt: nodes run again (--retry-masked)
         # the seed's files carry no policy version: the loader infers round - 1 (sync), as import does
         "versions": "as node.sampled says" if data.source.startswith("bus:") else "inferred: round - 1",
         "tasks": data.tasks,

@@ -99,6 +99,7 @@ class RunMetrics:
     signal: Signal
     problems: list[str] = field(default_factory=list)
     infrastructure: int = 0  # nodes masked by infrastructure faults: not in `nodes` nor `statuses`
+    retried: int = 0  # nodes run again after an infrastructure fault (--retry-masked), masked or not now
     load_run: bool = False  # a systems load run: scores from completion bytes, never learning
     respend: Respend = field(default_factory=Respend)
     entropy: list[float] = field(default_factory=list)  # the policy's mean entropy per logged step
@@ -267,6 +268,7 @@ def compute(data: RunData, estimator: str = "grpo_valid_only", gpus: int = 1) ->
         signal=_signal(data, estimator, gpus),
         problems=[str(p) for p in data.problems],
         infrastructure=len(data.infrastructure),
+        retried=len(data.retried),
         load_run=data.load,
         respend=_respend(data, estimator),
         entropy=[

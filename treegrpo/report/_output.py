@@ -37,6 +37,8 @@ def summary_rows(runs: Sequence[RunMetrics]) -> list[Row]:
     rows += [(f"status {s}", [str(m.statuses.get(s, 0)) for m in runs]) for s in statuses]
     # beside the six, never among them: nodes our side failed to execute or grade (masked)
     rows.append(("infrastructure (masked, not in nodes)", [str(m.infrastructure) for m in runs]))
+    if any(m.retried for m in runs):  # only runs resumed with --retry-masked have any
+        rows.append(("retried after infrastructure faults (--retry-masked)", [str(m.retried) for m in runs]))
     rows += [
         ("crash rate", [_pct(m.crash_rate) for m in runs]),
         ("valid rate", [_pct(m.valid_rate) for m in runs]),

@@ -62,6 +62,13 @@ class RunnerSettings(Section):
             "only publish run.started, follow, export, report"
         ),
     )
+    retry_masked: bool = Field(
+        default=False,
+        description=(
+            "On `--resume`: run again the nodes infrastructure faults masked whose group is not yet "
+            'scored (`--retry-masked`; docs/DEPLOY.md, "Resuming")'
+        ),
+    )
     restart_services: bool = Field(
         default=True, description="Restart a service process that died (crash or kill)"
     )

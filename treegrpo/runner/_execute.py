@@ -25,6 +25,7 @@ from treegrpo.runner._lifecycle import claim_run, new_run_id, record_end, reopen
 from treegrpo.runner._loop import BUS_DOWN, Loop, watch_forever
 from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
+from treegrpo.runner._retry import retry_masked
 from treegrpo.runner._supervisor import Supervisor
 from treegrpo.runner._toml import dump_toml
 from treegrpo.telemetry import file_tracer
@@ -159,6 +160,9 @@ async def _execute(
     with _runner_span(tracer, "reopen run" if resume else "claim run", spec.run_id):
         if resume:
             attempt = await reopen_run(bus, spec.run_id)
+            if rf.runner.retry_masked:  # before the services start: the executor finds them queued
+                retried = await retry_masked(bus, spec.run_id, attempt)
+                console.print(f"[bold]run {spec.run_id}[/]: {retried.line()}")
         else:
             await claim_run(bus, spec)
             attempt = 1

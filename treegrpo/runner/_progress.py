@@ -21,7 +21,8 @@ class TaskProgress:
     round_now: int = 0
     sampled: int = 0
     graded: int = 0
-    statuses: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)  # each node's newest attempt's
+    retried: int = 0  # retry attempts graded (--retry-masked): counted in `statuses`, not in `graded` again
     best: float | None = None  # the best test_metric of the latest completed round
     round_best: dict[int, tuple[float, float]] = field(default_factory=dict)  # round: (oriented, test_metric)
 
@@ -69,7 +70,11 @@ class Progress:
         elif kind == Kind.NODE_SAMPLED and tp:
             tp.sampled += 1
         elif kind == Kind.NODE_GRADED and tp:
-            tp.graded += 1
+            if b.attempt > 1:  # a masked node's retry: the node counts once, with its newest status
+                tp.retried += 1
+                tp.statuses[INFRASTRUCTURE] -= 1 if tp.statuses[INFRASTRUCTURE] > 0 else 0
+            else:
+                tp.graded += 1
             tp.statuses[b.status] += 1
             if (
                 b.status == Status.OK
@@ -106,6 +111,10 @@ class Progress:
     def training_done(self) -> bool:
         return not self.train or self.learner_steps >= self.rounds
 
+    @property
+    def retried(self) -> int:
+        return sum(tp.retried for tp in self.per_task.values())
+
     def status_counts(self) -> Counter:
         total: Counter = Counter()
         for tp in self.per_task.values():
@@ -121,7 +130,8 @@ class Progress:
             f"policy v{self.policy_version} (sampler serves v{self.loaded_version}) · "
             f"groups {self.groups_scored} scored, {self.groups_trained} trained, "
             f"{self.groups_with_signal} with signal"
-            + (f", {self.groups_dropped} dropped (infrastructure)" if self.groups_dropped else ""),
+            + (f", {self.groups_dropped} dropped (infrastructure)" if self.groups_dropped else "")
+            + (f" · {retried} retried node(s) graded" if (retried := self.retried) else ""),
             title_justify="left",
         )
         cols = ("task", "round", "sampled", "graded", "ok", "crashed", "timeout", "other", "infra", "best")

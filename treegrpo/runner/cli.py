@@ -49,6 +49,7 @@ class Flags:
 
     train: bool | None = None
     attach: bool = False
+    retry_masked: bool = False
     max_staleness: int | None = None
     models: str = ""  # the demo's warm-started policy: the sampler's and the learner's model
 
@@ -57,6 +58,8 @@ class Flags:
         rf = rf.with_run(**{k: v for k, v in run.items() if v is not None})
         if self.attach:
             rf = rf.with_runner(attach=True)
+        if self.retry_masked:
+            rf = rf.with_runner(retry_masked=True)
         if self.models:
             rf = rf.with_service("sampler", model=self.models).with_service("learner", model=self.models)
         return rf
@@ -74,6 +77,9 @@ def _execute(
     config = resolve_run_file(config)
     if control and resume:
         console.print("[red]--control starts a new pair of runs; it cannot --resume[/]")
+        return 2
+    if flags.retry_masked and not resume:
+        console.print("[red]--retry-masked re-runs masked nodes of a run it resumes: it needs --resume[/]")
         return 2
     try:
         rf = flags.apply(load_run_file(config, overrides))
@@ -104,6 +110,11 @@ def run(
         "name of an example shipped in treegrpo/examples (run-small)",
     ),
     resume: str = typer.Option("", "--resume", help="Resume this run id from the log"),
+    retry_masked: bool = typer.Option(
+        False,
+        "--retry-masked",
+        help="With --resume: run again the nodes infrastructure faults masked, in groups not yet scored",
+    ),
     no_train: bool = typer.Option(False, "--no-train", help="Search only: a capability probe, no learner"),
     attach: bool = typer.Option(
         False,
@@ -126,7 +137,8 @@ def run(
     ),
 ) -> None:
     """Start NATS and the four services, run every round, then export and report."""
-    flags = Flags(train=False if no_train else None, attach=attach, max_staleness=max_staleness)
+    train = False if no_train else None
+    flags = Flags(train=train, attach=attach, retry_masked=retry_masked, max_staleness=max_staleness)
     raise typer.Exit(_execute(config, list(set_), resume, flags, control))
 
 

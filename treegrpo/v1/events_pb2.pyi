@@ -229,7 +229,7 @@ class TokensRecorded(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., prompt_messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., response_logprobs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class NodeExecuted(_message.Message):
-    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "mode", "parent_id", "status", "exc_type", "exec_time", "term_tail", "resource_gate", "resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where", "exec_timings", "gpu_util", "submission_key")
+    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "mode", "parent_id", "status", "exc_type", "exec_time", "term_tail", "resource_gate", "resources", "decl_malformed", "decl_miss_reason", "decl_deps_ignored", "where", "exec_timings", "gpu_util", "submission_key", "attempt")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +251,7 @@ class NodeExecuted(_message.Message):
     EXEC_TIMINGS_FIELD_NUMBER: _ClassVar[int]
     GPU_UTIL_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     task: str
     round: int
@@ -272,10 +273,11 @@ class NodeExecuted(_message.Message):
     exec_timings: ExecTimings
     gpu_util: float
     submission_key: str
-    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., mode: _Optional[str] = ..., parent_id: _Optional[str] = ..., status: _Optional[str] = ..., exc_type: _Optional[str] = ..., exec_time: _Optional[float] = ..., term_tail: _Optional[str] = ..., resource_gate: bool = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., decl_malformed: bool = ..., decl_miss_reason: _Optional[str] = ..., decl_deps_ignored: bool = ..., where: _Optional[str] = ..., exec_timings: _Optional[_Union[ExecTimings, _Mapping]] = ..., gpu_util: _Optional[float] = ..., submission_key: _Optional[str] = ...) -> None: ...
+    attempt: int
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., mode: _Optional[str] = ..., parent_id: _Optional[str] = ..., status: _Optional[str] = ..., exc_type: _Optional[str] = ..., exec_time: _Optional[float] = ..., term_tail: _Optional[str] = ..., resource_gate: bool = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., decl_malformed: bool = ..., decl_miss_reason: _Optional[str] = ..., decl_deps_ignored: bool = ..., where: _Optional[str] = ..., exec_timings: _Optional[_Union[ExecTimings, _Mapping]] = ..., gpu_util: _Optional[float] = ..., submission_key: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class NodeGraded(_message.Message):
-    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "status", "is_buggy", "test_metric", "oriented", "grade_error", "source", "exec_time", "mode", "parent_id")
+    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "status", "is_buggy", "test_metric", "oriented", "grade_error", "source", "exec_time", "mode", "parent_id", "attempt")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -291,6 +293,7 @@ class NodeGraded(_message.Message):
     EXEC_TIME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     task: str
     round: int
@@ -306,7 +309,8 @@ class NodeGraded(_message.Message):
     exec_time: float
     mode: str
     parent_id: str
-    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., status: _Optional[str] = ..., is_buggy: bool = ..., test_metric: _Optional[float] = ..., oriented: _Optional[float] = ..., grade_error: _Optional[str] = ..., source: _Optional[str] = ..., exec_time: _Optional[float] = ..., mode: _Optional[str] = ..., parent_id: _Optional[str] = ...) -> None: ...
+    attempt: int
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., status: _Optional[str] = ..., is_buggy: bool = ..., test_metric: _Optional[float] = ..., oriented: _Optional[float] = ..., grade_error: _Optional[str] = ..., source: _Optional[str] = ..., exec_time: _Optional[float] = ..., mode: _Optional[str] = ..., parent_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class GroupMember(_message.Message):
     __slots__ = ("node_id", "reward", "status", "oriented")
@@ -493,8 +497,32 @@ class GroupRespent(_message.Message):
     reason: str
     def __init__(self, sibling_group: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., why: _Optional[str] = ..., mode: _Optional[str] = ..., extra_siblings: _Optional[int] = ..., respend_group: _Optional[str] = ..., respend_step: _Optional[int] = ..., parent_id: _Optional[str] = ..., child_mode: _Optional[str] = ..., reserved_tokens: _Optional[int] = ..., budget_left: _Optional[int] = ..., tokens_per_sibling: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class NodeRetried(_message.Message):
+    __slots__ = ("node_id", "task", "round", "step", "sibling_group", "group_size", "index_in_group", "attempt", "run_attempt", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    SIBLING_GROUP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_IN_GROUP_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    task: str
+    round: int
+    step: int
+    sibling_group: str
+    group_size: int
+    index_in_group: int
+    attempt: int
+    run_attempt: int
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., task: _Optional[str] = ..., round: _Optional[int] = ..., step: _Optional[int] = ..., sibling_group: _Optional[str] = ..., group_size: _Optional[int] = ..., index_in_group: _Optional[int] = ..., attempt: _Optional[int] = ..., run_attempt: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored", "group_respent", "tokens_recorded")
+    __slots__ = ("envelope", "run_started", "run_completed", "round_started", "round_completed", "node_sampled", "node_executed", "node_graded", "group_scored", "learner_stepped", "policy_published", "policy_loaded", "dead_lettered", "run_ended", "run_resumed", "learner_restored", "group_respent", "node_retried", "tokens_recorded")
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -512,6 +540,7 @@ class Event(_message.Message):
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     LEARNER_RESTORED_FIELD_NUMBER: _ClassVar[int]
     GROUP_RESPENT_FIELD_NUMBER: _ClassVar[int]
+    NODE_RETRIED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_RECORDED_FIELD_NUMBER: _ClassVar[int]
     envelope: Envelope
     run_started: RunStarted
@@ -530,5 +559,6 @@ class Event(_message.Message):
     run_resumed: RunResumed
     learner_restored: LearnerRestored
     group_respent: GroupRespent
+    node_retried: NodeRetried
     tokens_recorded: TokensRecorded
-    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ..., group_respent: _Optional[_Union[GroupRespent, _Mapping]] = ..., tokens_recorded: _Optional[_Union[TokensRecorded, _Mapping]] = ...) -> None: ...
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., round_completed: _Optional[_Union[RoundCompleted, _Mapping]] = ..., node_sampled: _Optional[_Union[NodeSampled, _Mapping]] = ..., node_executed: _Optional[_Union[NodeExecuted, _Mapping]] = ..., node_graded: _Optional[_Union[NodeGraded, _Mapping]] = ..., group_scored: _Optional[_Union[GroupScored, _Mapping]] = ..., learner_stepped: _Optional[_Union[LearnerStepped, _Mapping]] = ..., policy_published: _Optional[_Union[PolicyPublished, _Mapping]] = ..., policy_loaded: _Optional[_Union[PolicyLoaded, _Mapping]] = ..., dead_lettered: _Optional[_Union[DeadLettered, _Mapping]] = ..., run_ended: _Optional[_Union[RunEnded, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., learner_restored: _Optional[_Union[LearnerRestored, _Mapping]] = ..., group_respent: _Optional[_Union[GroupRespent, _Mapping]] = ..., node_retried: _Optional[_Union[NodeRetried, _Mapping]] = ..., tokens_recorded: _Optional[_Union[TokensRecorded, _Mapping]] = ...) -> None: ...

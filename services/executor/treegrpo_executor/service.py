@@ -6,6 +6,9 @@ ack wait: running it again would share its workspace and record two outcomes), r
 run's RunSpec (cached) for `resource_gate`, judge the PEP 723 declaration, run the script on the
 backend, store the submission in `tg-submissions` at `<run>/<node>/submission.csv`, then publish
 the fact (its id `<run>.node.executed.<node>` makes a republish a no-op). Ack comes after all that.
+A `node.retried` (`treegrpo run --resume --retry-masked`: the node's newest attempt was masked) runs
+the node's recorded `node.sampled` again as that attempt: its `node.executed` and submission are
+keyed by the attempt (`events.attempt_key`), beside the masked attempt's, which stay as history.
 A script's failure is a status; our own failures (sandbox, workspace, object store) are retried
 `infra.attempts` times, then the node is recorded with status `infrastructure` (masked out of its
 group: treegrpo/fault_policy.py), and `infra.fail_after` such nodes in a row stop the run: this executor
@@ -73,7 +76,7 @@ class ExecutorService(Service):
         self.streak = FaultStreak(config.infra.fail_after)  # nodes lost to our faults in a row
 
     def handlers(self):
-        return {Kind.NODE_SAMPLED: self.on_node_sampled}
+        return {Kind.NODE_SAMPLED: self.on_node_sampled, Kind.NODE_RETRIED: self.on_node_retried}
 
     def consumer_options(self) -> ConsumerOptions:
         # a script runs up to timeout_s; the consumer's heartbeat keeps the message ours meanwhile
@@ -110,44 +113,69 @@ class ExecutorService(Service):
         misfit = events.misderived(run_id, ns) or outside(await self.run_spec(run_id), ns)
         if misfit:  # no sampler of ours wrote it: running it would add a node to the run
             raise PermanentError(f"not a node of run {run_id}: {misfit}")
+        await self._handle(run_id, ns, delivery, 1)
+
+    async def on_node_retried(self, event: pb.Event, delivery: Delivery) -> None:
+        """Run a masked node again, as the attempt the runner asked for."""
+        nr, run_id = event.node_retried, event.envelope.run_id
+        misfit = events.misderived(run_id, nr)
+        if misfit:
+            raise PermanentError(f"not a retry of a node of run {run_id}: {misfit}")
+        last = events.attempt_key(nr.node_id, nr.attempt - 1)
+        before = await self.bus.last_event(run_id, Kind.NODE_GRADED, last)
+        if before is None or before.node_graded.status != INFRASTRUCTURE:  # only a masked attempt is retried
+            why = f"retry {nr.attempt} of {nr.node_id}: its attempt {nr.attempt - 1} is not masked"
+            raise PermanentError(why)
+        sampled = await self.bus.last_event(run_id, Kind.NODE_SAMPLED, nr.node_id)
+        if sampled is None:  # ids derive, but the node was never sampled: nothing to run
+            raise PermanentError(f"retry of node {nr.node_id}: it has no node.sampled in run {run_id}")
+        ns = sampled.node_sampled
+        misfit = outside(await self.run_spec(run_id), ns)
+        if misfit:
+            raise PermanentError(f"not a node of run {run_id}: {misfit}")
+        log.info("node %s: attempt %d (retrying a masked node: %s)", nr.node_id, nr.attempt, nr.reason[:200])
+        await self._handle(run_id, ns, delivery, nr.attempt)
+
+    async def _handle(self, run_id: str, ns: pb.NodeSampled, delivery: Delivery, attempt: int) -> None:
         me = asyncio.current_task()
         if me is not None:
             self._handling.add(me)
             me.add_done_callback(self._handling.discard)
-        if self.cfg.skip_executed and await self.bus.last_event(run_id, Kind.NODE_EXECUTED, ns.node_id):
-            log.info("node %s already executed; not running it again", ns.node_id)
+        done = events.attempt_key(ns.node_id, attempt)
+        if self.cfg.skip_executed and await self.bus.last_event(run_id, Kind.NODE_EXECUTED, done):
+            log.info("node %s (attempt %d) already executed; not running it again", ns.node_id, attempt)
             return
-        key = (run_id, ns.node_id)
+        key = (run_id, ns.node_id)  # one execution of a node at a time, whatever its attempt: one workspace
         if key in self._executing:
-            await self._join(run_id, ns.node_id, self._executing[key])
+            await self._join(run_id, ns.node_id, attempt, self._executing[key])
             return
         self._executing[key] = asyncio.get_running_loop().create_future()
         try:
-            await self._run_node(ns, run_id, delivery)
+            await self._run_node(ns, run_id, delivery, attempt)
         finally:
             self._executing.pop(key).set_result(None)
 
-    async def _join(self, run_id: str, node_id: str, running: asyncio.Future) -> None:
+    async def _join(self, run_id: str, node_id: str, attempt: int, running: asyncio.Future) -> None:
         """A redelivery of a node this executor is still running: its outcome is the one recorded."""
         log.warning("node %s redelivered while it still runs here; waiting for that execution", node_id)
         await asyncio.shield(running)
-        if not await self.bus.last_event(run_id, Kind.NODE_EXECUTED, node_id):  # it failed on our side: retry
+        if not await self.bus.last_event(run_id, Kind.NODE_EXECUTED, events.attempt_key(node_id, attempt)):
             raise TransientError(f"the running execution of {node_id} recorded no outcome", delay_s=1.0)
 
-    async def _run_node(self, ns: pb.NodeSampled, run_id: str, delivery: Delivery) -> None:
+    async def _run_node(self, ns: pb.NodeSampled, run_id: str, delivery: Delivery, attempt: int) -> None:
         gate = (await self.run_spec(run_id)).resource_gate
         decl = parse_declaration(ns.code, self.cfg.gate) if gate else Declaration()
         try:
-            out, key = await self._execute_and_store(run_id, ns, decl)
+            out, key = await self._execute_and_store(run_id, ns, decl, attempt)
         except Exception as exc:  # ours, not the script's (cancellation is no Exception: it naks)
             if self.stopping.is_set():  # killed by our own shutdown: it simply runs again later
                 raise TransientError(f"executor stopping while {ns.node_id} ran", 1.0) from exc
             fault = retry_or_give_up(
                 delivery, self.cfg.infra.attempts, f"executing {ns.node_id}", exc, self.cfg.infra.retry_s
             )
-            await self._record_fault(run_id, ns, decl, gate, fault, exc)
+            await self._record_fault(run_id, ns, decl, gate, fault, exc, attempt)
             return
-        await self.publish(run_id, executed_body(ns, out, decl, gate, key))
+        await self.publish(run_id, executed_body(ns, out, decl, gate, key, attempt))
         self.streak.ok()
         span = trace.get_current_span()
         span.set_attribute("treegrpo.node_id", ns.node_id)
@@ -164,12 +192,12 @@ class ExecutorService(Service):
         )
 
     async def _execute_and_store(
-        self, run_id: str, ns: pb.NodeSampled, decl: Declaration
+        self, run_id: str, ns: pb.NodeSampled, decl: Declaration, attempt: int = 1
     ) -> tuple[Outcome, str]:
         out = await self.execute(run_id, ns, decl)
         key = ""
-        if out.submission is not None:
-            key = f"{run_id}/{ns.node_id}/submission.csv"
+        if out.submission is not None:  # a retry's beside the first attempt's (kept as history)
+            key = f"{run_id}/{ns.node_id}/{'' if attempt <= 1 else f'a{attempt}/'}submission.csv"
             try:
                 await self.bus.put_object(SUBMISSIONS, key, out.submission)
             except Exception as exc:  # the store is ours: retry the node rather than lose its result
@@ -177,12 +205,19 @@ class ExecutorService(Service):
         return out, key
 
     async def _record_fault(
-        self, run_id: str, ns: pb.NodeSampled, decl: Declaration, gate: bool, fault: str, exc: Exception
+        self,
+        run_id: str,
+        ns: pb.NodeSampled,
+        decl: Declaration,
+        gate: bool,
+        fault: str,
+        exc: Exception,
+        attempt: int,
     ) -> None:
         """The node's last attempt failed on our side: record it masked, and stop if nothing works."""
         cause = exc.__cause__ if isinstance(exc, TransientError) and exc.__cause__ else exc
         out = Outcome(status=INFRASTRUCTURE, exc_type=type(cause).__name__, term_tail=fault)
-        await self.publish(run_id, executed_body(ns, out, decl, gate, ""))
+        await self.publish(run_id, executed_body(ns, out, decl, gate, "", attempt))
         log.error("node %s masked as an infrastructure fault: %s", ns.node_id, fault)
         self.note_error(fault)
         if self.streak.fault(fault):
@@ -214,7 +249,7 @@ def outside(spec: RunSpec, ns: pb.NodeSampled) -> str:
 
 
 def executed_body(
-    ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str
+    ns: pb.NodeSampled, out: Outcome, decl: Declaration, gate: bool, key: str, attempt: int = 1
 ) -> pb.NodeExecuted:
     body = pb.NodeExecuted(
         node_id=ns.node_id,
@@ -232,6 +267,7 @@ def executed_body(
         decl_deps_ignored=decl.deps_ignored,
         where=out.where,
         submission_key=key,
+        attempt=attempt if attempt > 1 else 0,  # 0: the first, as every node before retries was
     )
     if ns.HasField("parent_id"):
         body.parent_id = ns.parent_id

@@ -9,6 +9,13 @@ A group whose node ids are not the contract's (`events.node_id`; an imported run
 looked up by id: its siblings are found by group in an index of the run's `node.graded` facts,
 read on from the stream sequence it was last read to, so each fact is read once: O(N) for a run
 of N nodes (it was one whole replay per node, O(N²)).
+
+A member masked `infrastructure` may have been retried (`treegrpo run --resume --retry-masked`):
+before a group with masked members is scored, their newest attempts are looked up (one batched
+request when none was retried, `treegrpo.retries`); a retry not yet graded keeps the group open, and
+its grading completes it with the retried outcome. A group is scored once: a retry graded after its
+group was scored is recorded (the node's history) but changes no score (the runner retries only
+nodes of groups not yet scored, so this happens only when a straggler scored it meanwhile).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from dataclasses import dataclass, field
 
 from treegrpo import events
 from treegrpo.bus import Bus
-from treegrpo.events import Kind
+from treegrpo.events import INFRASTRUCTURE, Kind
+from treegrpo.retries import newest_attempts
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_grader.rewards import Member, Shaping, group_rewards
 
@@ -43,6 +51,10 @@ def build_group_scored(
         if member.oriented is not None:
             gm.oriented = member.oriented
     return body
+
+
+def _attempt(graded: pb.NodeGraded) -> int:
+    return max(graded.attempt, 1)
 
 
 MAX_INDEXED_RUNS = 8  # runs whose node.graded index is kept (the least recently used goes first)
@@ -72,7 +84,9 @@ class GroupTracker:
         if key in self._scored:
             return None
         members = self._open.setdefault(key, {})
-        members[graded.node_id] = graded
+        old = members.get(graded.node_id)
+        if old is None or _attempt(graded) >= _attempt(old):  # a redelivered older attempt stays old
+            members[graded.node_id] = graded
         ordered = await self._complete_members(run_id, graded, members)
         if ordered is None:
             return None
@@ -104,7 +118,26 @@ class GroupTracker:
             members.update({nid: e.node_graded for nid, e in found.items()})
         if any(nid not in members for nid in ids):
             return None  # a sibling is still out; its own grading will complete the group
+        if not await self._newest(run_id, members):
+            return None  # a masked sibling's retry is still out; its grading will complete the group
         return [members[nid] for nid in ids]
+
+    async def _newest(self, run_id: str, members: dict[str, pb.NodeGraded]) -> bool:
+        """Replace masked members by their newest attempt's graded fact; False while one's retry is
+        not graded yet. Costs nothing for a group without masked members."""
+        masked = {nid: _attempt(m) for nid, m in members.items() if m.status == INFRASTRUCTURE}
+        if not masked:
+            return True
+        self.lookups += 1
+        newest = await newest_attempts(self.bus, run_id, masked)
+        newer = [(nid, str(a)) for nid, a in newest.items() if a > masked[nid]]
+        if not newer:
+            return True
+        self.lookups += 1
+        found = await self.bus.last_events(run_id, Kind.NODE_GRADED, newer)
+        for e in found.values():
+            members[e.node_graded.node_id] = e.node_graded
+        return len(found) == len(newer)
 
     async def _members_by_replay(
         self, run_id: str, graded: pb.NodeGraded, members: dict[str, pb.NodeGraded]

@@ -4,7 +4,9 @@ Per node: if the log already holds its `node.graded` (a redelivery after a crash
 otherwise grade (nodes the executor did not mark `ok` keep their status and are not graded; a load
 task's nodes are scored from their completion's bytes, treegrpo/tasks/_load.py), publish, and then
 see whether the node completed its sibling group. Every step is idempotent and every fact has a
-deterministic id, so a crash anywhere just replays the same facts.
+deterministic id, so a crash anywhere just replays the same facts. A retried node's attempt
+(`--retry-masked`) is graded as any node, its fact keyed by the attempt; its group is scored on
+every member's newest attempt, and never a second time (`_groups.py`).
 
 Grading that fails on our side (answers or task data unreadable, the submission object lost from
 the store, a bug of ours) is retried `infra.attempts` times, then the node is recorded with status
@@ -61,6 +63,7 @@ def graded_from_executed(ex: pb.NodeExecuted) -> pb.NodeGraded:
         source="none",
         exec_time=ex.exec_time,
         mode=ex.mode,
+        attempt=ex.attempt,  # a retried node's attempt: its graded fact is keyed by it too
     )
     if ex.HasField("parent_id"):
         body.parent_id = ex.parent_id
@@ -138,7 +141,8 @@ class GraderService(Service):
         misfit = events.misderived(run_id, ex)
         if misfit:  # no executor of ours wrote it: grading it would add a node to the run
             raise PermanentError(f"not a node of run {run_id}: {misfit}")
-        prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, ex.node_id)
+        key = events.attempt_key(ex.node_id, ex.attempt)  # a retried node's attempt has its own
+        prior = await self.bus.last_event(run_id, Kind.NODE_GRADED, key)
         if prior is not None:
             graded = prior.node_graded
         else:

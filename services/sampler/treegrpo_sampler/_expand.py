@@ -10,6 +10,7 @@ from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.events import Kind, Status
 from treegrpo.prompts import PromptSettings, TaskContext, render_prompt
+from treegrpo.retries import newest_attempt
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler._parse import parse_completion
 from treegrpo_sampler._state import RunState
@@ -25,8 +26,10 @@ class Sampled:
 
 
 async def parent_output(bus: Bus, run_id: str, parent_id: str) -> str:
-    """The parent's terminal tail as the executor recorded it (trimmed at render time)."""
-    executed = await bus.last_event(run_id, Kind.NODE_EXECUTED, parent_id)
+    """The parent's terminal tail as the executor recorded it (trimmed at render time), of its
+    newest attempt (a parent retried after an infrastructure fault: the retry's)."""
+    attempt = await newest_attempt(bus, run_id, parent_id)
+    executed = await bus.last_event(run_id, Kind.NODE_EXECUTED, events.attempt_key(parent_id, attempt))
     if executed is None:
         return ""
     body = executed.node_executed

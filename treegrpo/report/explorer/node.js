@@ -42,6 +42,9 @@
       ["exception", esc(n.exc) || "–"],
       ["grade error", esc(n.grade_error) || "–"],
       ["exec time", `${num(n.exec_time)} s`],
+      ...(r.retried && r.retried[n.id]
+        ? [["attempt", `${r.retried[n.id]} (run again after an infrastructure fault: --retry-masked)`]]
+        : []),
       ["test metric", num(n.metric, 6)],
       ["oriented", num(n.oriented, 6)],
       ["reward", num(n.reward, 6)],

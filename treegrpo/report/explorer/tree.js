@@ -62,6 +62,7 @@
     };
   }
   const shown = (n) => on.status.has(n.status) && on.mode.has(n.mode);
+  const retried = (nodes) => nodes.filter((n) => (S.run.retried || {})[n.id]).length;
   function filter() {
     d3.selectAll("#tree .node").classed("off", (n) => !shown(n));
     d3.selectAll("#node-list tr[data-id]").classed("off", (n) => !shown(n));
@@ -72,6 +73,7 @@
       `${nodes.filter((n) => n.status === "ok").length} valid, crash share ${num(info.crash_rate, 3)}, ` +
       `best test metric ${num(info.best_test_metric, 5)}` +
       (info.respent ? ` · ${info.respent} zero-variance group(s) re-spent` : "") +
+      (retried(nodes) ? ` · ${retried(nodes)} retried after infrastructure faults` : "") +
       ` · showing ${nodes.filter(shown).length}`;
   }
   $("legend").innerHTML =
