@@ -48,6 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 # the checkout first, then whatever the caller's path holds (e.g. a worktree's service folders)
 PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+# before torch loads (the demo policy's SFT runs in this process): OpenMP threads that spin while
+# they wait cost 10-40x on shared cores (the Makefile exports the same); seen here: an SFT of 3.5 min
+# still unfinished after 36 min beside other work
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 VARIANTS: dict[str, list[str]] = {
