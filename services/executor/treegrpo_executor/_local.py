@@ -16,18 +16,16 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 
 from treegrpo_executor import _workspace as wsmod
 from treegrpo_executor._cgroup import Cgroups
 from treegrpo_executor._gpu import GpuPool, GpuReader, IdlePolicy, watch
-from treegrpo_executor._host import cpu_set, kill_uid, require_traversable, tree_rss
+from treegrpo_executor._host import cpu_set, kill_uid, tree_rss
 from treegrpo_executor._images import ImagePool
 from treegrpo_executor._launch import ELAPSED_MARK, encode_spec
 from treegrpo_executor._node import (
@@ -51,11 +49,11 @@ from treegrpo_executor._outcome import (
     Timings,
     tail,
 )
+from treegrpo_executor._sandbox_host import detect, start_launcher
 from treegrpo_executor._spec import Placement, Sandbox, launch_spec
 from treegrpo_executor.config import ExecutorConfig
 
 log = logging.getLogger(__name__)
-LAUNCHER = str(Path(__file__).with_name("_launch.py"))
 
 
 class LocalBackend:
@@ -79,56 +77,8 @@ class LocalBackend:
         self.images = ImagePool(self.root, spares=cfg.max_concurrency)
 
     async def start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        if self.is_root:
-            os.chmod(self.root, 0o711)
-        self.jailed = self.is_root and self.cfg.local.namespaces and await self._probe_namespaces()
-        if self.is_root and not self.jailed:
-            require_traversable(self.root)
-        if self.is_root and self.cfg.local.cgroups:
-            self.cgroups = await asyncio.to_thread(Cgroups.detect, self.cfg.local.cgroup_root)
-        if self.cgroups is None:
-            log.warning(
-                "local sandbox WITHOUT cgroups: memory is bounded only by RLIMIT_AS and an RSS poll "
-                "(shmem, memfd and tmpfs pages are not counted), sched_setaffinity can widen a node's "
-                "CPU set, and processes are bounded only by the per-uid RLIMIT_NPROC"
-            )
-        if (
-            self.jailed
-            and self.disk != "tmpfs"
-            and not (shutil.which("mkfs.ext4") and os.path.exists("/dev/loop-control"))
-        ):
-            log.warning("no mkfs.ext4 or /dev/loop-control: every node's disk is a tmpfs, in RAM")
-            self.disk = "tmpfs"
-        if not self.jailed:
-            log.warning(
-                "local sandbox WITHOUT namespaces: the workspace is a host folder whose size is polled "
-                "(no inode limit), /tmp /run /dev/shm and host unix sockets are shared, "
-                "keyrings are not filtered"
-            )
-        log.info(
-            "local sandbox: root=%s jailed=%s uid-drop=%s cgroups=%s disk=%s",
-            self.root,
-            self.jailed,
-            self.is_root,
-            self.cgroups.kind if self.cgroups else None,
-            self.disk if self.jailed else "host folder",
-        )
-
-    async def _probe_namespaces(self) -> bool:
-        spec = {
-            "namespaces": True,
-            "probe": True,
-            "jail_dir": self.cfg.local.jail_dir,
-            "cwd": "/",
-            "argv": ["/bin/true"],
-            "env": {},
-        }
-        proc = await _start_launcher(stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await proc.communicate(encode_spec(spec))
-        if proc.returncode != 0:
-            log.warning("namespaces unavailable (%s); sandbox runs without them", err.decode().strip())
-        return proc.returncode == 0
+        """What this host's kernel and privileges allow (`_sandbox_host.detect`), decided once."""
+        self.jailed, self.cgroups, self.disk = await detect(self.cfg, self.root, self.is_root)
 
     async def run(self, job: Job) -> Outcome:
         t0 = time.monotonic()
@@ -193,7 +143,7 @@ class LocalBackend:
         sandbox = Sandbox(self.cfg, self.root, self.python, self.jailed, self.reader)
         spec = launch_spec(sandbox, job, node, Placement(uid, slot, device, public))
         t0 = time.monotonic()
-        proc = await _start_launcher(
+        proc = await start_launcher(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -306,11 +256,3 @@ def _own_time(launcher_err: str, measured: float, held_s: float = 1.0) -> float:
                 break
             return own if measured - own > held_s else measured
     return measured
-
-
-def _start_launcher(**kwargs) -> Awaitable[asyncio.subprocess.Process]:
-    """The sandbox launcher in an isolated interpreter (-I -S: no site-packages, no user paths),
-    reading its spec on stdin."""
-    return asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-S", LAUNCHER, stdin=asyncio.subprocess.PIPE, **kwargs
-    )
