@@ -72,7 +72,7 @@ def start_runs(home: Path, url: str, runs: int, nodes: int, train: bool, tag: st
     return ids
 
 
-async def export_and_report(url: str, run_id: str, out: Path) -> dict:
+async def export_and_report(url: str, run_id: str, out: Path, report: bool = True) -> dict:
     """The runner's end of a run (treegrpo/runner/_execute.py), timed: export, then the report."""
     from treegrpo.archive import export_runs
     from treegrpo.report import build_report
@@ -83,18 +83,22 @@ async def export_and_report(url: str, run_id: str, out: Path) -> dict:
         (res,) = await export_runs(bus, [run_id], out / "export")
         export_s = time.monotonic() - t
         t = time.monotonic()
-        await build_report(bus, [run_id], out / "report")
+        if report:
+            await build_report(bus, [run_id], out / "report")
         return {
             "nodes": res.nodes,
             "export_s": round(export_s, 2),
-            "report_s": round(time.monotonic() - t, 2),
+            "report_s": round(time.monotonic() - t, 2) if report else None,
         }
     finally:
         await bus.close(2)
 
 
-def deployed(root: Path, runs: int, nodes: int, train: bool, concurrency: int, shape=(E, G)) -> dict:
-    """The `load` and `soak` measurement in `root` (tests/e2e/test_load_soak.py runs a short one)."""
+def deployed(
+    root: Path, runs: int, nodes: int, train: bool, concurrency: int, shape=(E, G), report: bool = True
+) -> dict:
+    """The `load` and `soak` measurement in `root` (tests/e2e/test_load_soak.py runs a short one,
+    without the report's fixed ~5 s)."""
     home = root / "home"
     model = prepare_home(home)
     server, services = deployment(home, model, concurrency)
@@ -114,7 +118,7 @@ def deployed(root: Path, runs: int, nodes: int, train: bool, concurrency: int, s
         per_run = {r: asyncio.run(node_times(server.url, r)) for r in procs}
         size = asyncio.run(store_bytes(server.url))
         first = next(iter(procs))
-        end = asyncio.run(export_and_report(server.url, first, root / "out"))
+        end = asyncio.run(export_and_report(server.url, first, root / "out", report))
     finally:
         codes = stop(services)
         server.stop()
