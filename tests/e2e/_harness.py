@@ -106,7 +106,7 @@ def serve_four(
     """The four services apart, as compose runs them (no run id, no push endpoint: the sampler
     pulls each published version), on `url` (one URL or a comma-separated list of a cluster's).
     `common` goes to all four (e.g. `nats.stream_replicas=3`); `sampler` and `executor` to the one
-    (the sampler's model is `model` unless `sampler` sets another)."""
+    (the sampler and the learner load `model`)."""
     return [
         serve(home, "sampler", url, f'model="{model}"', "grpc.port=0", *sampler, *common),
         serve(home, "executor", url, *executor, *common),
