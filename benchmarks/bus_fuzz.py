@@ -26,7 +26,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.bus_fuzz import CASES, CONSUMED, Fuzzer, dead_letters, expected, run_facts  # noqa: E402
-from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv, serve, stop  # noqa: E402
+from tests.e2e._harness import (  # noqa: E402
+    ROOT,
+    env_for,
+    export_records,
+    prepare_home,
+    read_log,
+    run_argv,
+    serve_four,
+    stop,
+)
 from treegrpo.bus import Bus  # noqa: E402
 from treegrpo.embedded import EmbeddedNats  # noqa: E402
 from treegrpo.events import Kind  # noqa: E402
@@ -94,12 +103,7 @@ def main() -> int:
     home = tmp / "home"
     model = prepare_home(home)
     server = EmbeddedNats(tmp / "nats").start()
-    services = [
-        serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
-        serve(home, "executor", server.url, "max_concurrency=2"),
-        serve(home, "grader", server.url),
-        serve(home, "learner", server.url, f'model="{model}"'),
-    ]
+    services = serve_four(home, server.url, model)
     try:
         sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=1200", f'run.run_id="{RUN}"')
         argv = run_argv("treegrpo/examples/run-small.toml", "--attach", sets=sets)

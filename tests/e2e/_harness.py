@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,42 @@ def serve(home: Path, name: str, url: str, *sets: str) -> subprocess.Popen:
     return subprocess.Popen(
         argv, env=env_for(home), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
     )
+
+
+def serve_four(
+    home: Path,
+    url: str,
+    model: Path,
+    *common: str,
+    sampler: tuple[str, ...] = (),
+    executor: tuple[str, ...] = ("max_concurrency=2",),
+) -> list[subprocess.Popen]:
+    """The four services apart, as compose runs them (no run id, no push endpoint: the sampler
+    pulls each published version), on `url` (one URL or a comma-separated list of a cluster's).
+    `common` goes to all four (e.g. `nats.stream_replicas=3`); `sampler` and `executor` to the one
+    (the sampler and the learner load `model`)."""
+    return [
+        serve(home, "sampler", url, f'model="{model}"', "grpc.port=0", *sampler, *common),
+        serve(home, "executor", url, *executor, *common),
+        serve(home, "grader", url, *common),
+        serve(home, "learner", url, f'model="{model}"', *common),
+    ]
+
+
+def wait_ready(home: Path, procs: list[subprocess.Popen], timeout: float = 300) -> None:
+    """Until each service's heartbeat under home/health says running and connected (what
+    compose's healthchecks wait for); RuntimeError if one exits or the time runs out."""
+    from treegrpo.health import check_files
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        beats = sorted((home / "health").glob("*.json"))
+        if len(beats) >= len(procs) and not check_files(beats, 60, ready=True):
+            return
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a service exited before it was ready: see {home}/*.log")
+        time.sleep(1)
+    raise RuntimeError(f"the services were not ready in {timeout:.0f} s: see {home}/*.log")
 
 
 def stop(procs: list[subprocess.Popen]) -> list[int]:

@@ -15,7 +15,7 @@ from tests.e2e._harness import (
     read_log,
     run_argv,
     run_ids,
-    serve,
+    serve_four,
     stop,
 )
 from treegrpo.embedded import EmbeddedNats
@@ -28,13 +28,7 @@ def test_attached_run_drives_services_someone_else_started_to_completion(tmp_pat
     home = tmp_path / "home"
     model = prepare_home(home)
     server = EmbeddedNats(tmp_path / "nats").start()
-    # as compose runs them: no run id, no push endpoint (the sampler pulls each published version)
-    services = [
-        serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
-        serve(home, "executor", server.url, "max_concurrency=2"),
-        serve(home, "grader", server.url),
-        serve(home, "learner", server.url, f'model="{model}"'),
-    ]
+    services = serve_four(home, server.url, model)
     try:
         sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=420")
         argv = run_argv("treegrpo/examples/run-small.toml", "--attach", sets=sets)

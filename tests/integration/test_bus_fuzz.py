@@ -23,7 +23,16 @@ import time
 import pytest
 
 from tests.bus_fuzz import CASES, CONSUMED, LOOKED_UP, Fuzzer, dead_letters, expected, run_facts
-from tests.e2e._harness import ROOT, env_for, export_records, prepare_home, read_log, run_argv, serve, stop
+from tests.e2e._harness import (
+    ROOT,
+    env_for,
+    export_records,
+    prepare_home,
+    read_log,
+    run_argv,
+    serve_four,
+    stop,
+)
 from treegrpo.bus import Bus
 from treegrpo.embedded import EmbeddedNats
 from treegrpo.events import Kind
@@ -81,12 +90,7 @@ def test_fuzz_on_every_consumed_subject_is_dead_lettered_with_a_reason_and_the_r
     home = tmp_path / "home"
     model = prepare_home(home)
     server = EmbeddedNats(tmp_path / "nats").start()
-    services = [
-        serve(home, "sampler", server.url, f'model="{model}"', "grpc.port=0"),
-        serve(home, "executor", server.url, "max_concurrency=2"),
-        serve(home, "grader", server.url),
-        serve(home, "learner", server.url, f'model="{model}"'),
-    ]
+    services = serve_four(home, server.url, model)
     try:
         sets = (f'runner.nats_url="{server.url}"', "runner.timeout_s=240", f'run.run_id="{RUN}"')
         argv = run_argv("treegrpo/examples/run-small.toml", "--attach", sets=sets)
