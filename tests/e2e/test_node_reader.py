@@ -34,12 +34,14 @@ pytestmark = [
 ]
 
 # every kind a plain trained run publishes: not the ones of faults (dead.lettered goes to its own
-# stream), resumes, restores, nor group.respent (only with run.tree.respend on)
+# stream), resumes, restores, group.respent (only with run.tree.respend on), nor node.retried
+# (only on `--resume --retry-masked`)
 RUN_KINDS = {k.value for k in Kind} - {
     Kind.DEAD_LETTERED,
     Kind.RUN_RESUMED,
     Kind.LEARNER_RESTORED,
     Kind.GROUP_RESPENT,
+    Kind.NODE_RETRIED,
 }
 
 
