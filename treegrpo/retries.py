@@ -20,10 +20,7 @@ __all__ = ["newest_attempt", "newest_attempts"]
 
 async def newest_attempt(bus: Bus, run_id: str, node_id: str) -> int:
     """The node's newest attempt asked for (1 when it was never retried)."""
-    attempt = 1
-    while await bus.last_event(run_id, Kind.NODE_RETRIED, (node_id, str(attempt + 1))) is not None:
-        attempt += 1
-    return attempt
+    return (await newest_attempts(bus, run_id, {node_id: 1}))[node_id]
 
 
 async def newest_attempts(bus: Bus, run_id: str, known: dict[str, int]) -> dict[str, int]:
