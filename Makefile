@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # torch's OpenMP threads spin while waiting; on shared cores that costs 10-40x
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup test test-slow test-gpu stack-test demo bench proto lint clean vllm-env browser browser-if-root
+.PHONY: setup test test-slow test-gpu stack-test stack-images demo bench proto lint clean vllm-env browser browser-if-root
 
 setup: $(STAMP) browser-if-root
 
@@ -25,18 +25,24 @@ proto: setup
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. \
 	    proto/treegrpo/v1/events.proto proto/treegrpo/v1/weights.proto && rm -f treegrpo/v1/events_pb2_grpc.py
 
+# both cores (pytest-xdist); TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm and not stack" -q
+	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm and not stack" -q -n $(TEST_WORKERS)
 
 test-slow: setup vllm-env browser
-	$(BIN)/python -m pytest -m "slow and not gpu and not stack" -q --durations=40
+	$(BIN)/python -m pytest -m "slow and not gpu and not stack" -q --durations=40 -n $(TEST_WORKERS) --dist loadfile
 
 # The compose dev stack for real (root; Debian): podman + runc + debootstrap (apt), the local base,
 # nats and four service images, then tests/stack/ runs deploy/compose.yaml under podman (docs/DEPLOY.md)
-stack-test: setup
+stack-test: stack-images
+	$(BIN)/python -m pytest tests/stack -m stack -q -s
+
+# the engine and the images alone (.ci/run builds them in the background, niced, beside the other suites)
+stack-images: setup
 	bash scripts/stack_host.sh
 	$(BIN)/python scripts/stack_images.py
-	$(BIN)/python -m pytest tests/stack -m stack -q -s
 
 # Debian's chromium for the report explorer's browser test (Playwright, from the dev extra, drives it);
 # setup installs it where it can (root or sudo), test-slow insists

@@ -146,8 +146,10 @@ def setup_tracing(service: str, cfg: TelemetrySettings | None = None, memory: bo
             _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         if cfg.jsonl_path:
             _provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(cfg.jsonl_path)))
-        if cfg.enabled:
-            trace.set_tracer_provider(_provider)
+    # the bus's tracer is the global one: a process that records spans (a service with tracing on, a
+    # test asking for memory after an earlier setup without it) must have installed ours
+    if (cfg.enabled or memory) and trace.get_tracer_provider() is not _provider:
+        trace.set_tracer_provider(_provider)
     if memory and _memory is None:  # tests may ask after the provider exists: add it then
         _memory = InMemorySpanExporter()
         _provider.add_span_processor(SimpleSpanProcessor(_memory))

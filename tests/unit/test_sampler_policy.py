@@ -206,16 +206,21 @@ def test_when_every_earlier_node_was_masked_the_expansion_drafts_afresh():
     assert (exp.mode, exp.parent_id, exp.missing) == ("draft", None, (0, 1))
 
 
-def test_a_run_waits_for_the_policy_only_when_every_task_s_next_round_needs_a_newer_version():
+def test_a_run_has_nothing_to_sample_when_every_task_waits_for_a_newer_version_or_is_sampled_out():
     from treegrpo.config import RunSpec
-    from treegrpo_sampler.policy import RoundState, waits_for_policy
+    from treegrpo_sampler.policy import RoundState, nothing_to_sample
 
     spec = RunSpec(tasks=["a", "b"], rounds=3, train=True, max_staleness=0)
     done = {(t, 1): RoundState(t, 1, completed=True) for t in ("a", "b")}
-    assert waits_for_policy(spec, done, loaded_version=0)  # round 2 of both needs v1
-    assert not waits_for_policy(spec, done, loaded_version=1)
+    assert nothing_to_sample(spec, done, loaded_version=0)  # round 2 of both needs v1
+    assert not nothing_to_sample(spec, done, loaded_version=1)
     half = {("a", 1): RoundState("a", 1, completed=True)}
-    assert not waits_for_policy(spec, half, loaded_version=0)  # task b's round 1 can still be sampled
-    assert not waits_for_policy(spec.model_copy(update={"train": False}), done, loaded_version=0)
+    assert not nothing_to_sample(spec, half, loaded_version=0)  # task b's round 1 can still be sampled
+    assert not nothing_to_sample(spec.model_copy(update={"train": False}), done, loaded_version=0)
+    # every round sampled: the last step is the learner's, the engine has nothing to do until then
     every = {(t, r): RoundState(t, r, completed=True) for t in ("a", "b") for r in (1, 2, 3)}
-    assert not waits_for_policy(spec, every, loaded_version=0)  # all done: nothing to wait for
+    assert nothing_to_sample(spec, every, loaded_version=2)
+    last = {**every, ("b", 3): RoundState("b", 3)}
+    assert nothing_to_sample(spec, last, loaded_version=1) and not nothing_to_sample(
+        spec, last, loaded_version=2
+    )

@@ -209,11 +209,12 @@ def next_expansions(
     return [e for _, e in sorted(ready, key=lambda x: x[0])]
 
 
-def waits_for_policy(spec: RunSpec, rounds: dict[tuple[str, int], RoundState], loaded_version: int) -> bool:
-    """True when the run's next work needs a newer policy version than `loaded_version` (every task's
-    first open round is held back by the staleness rule): the learner's turn, when a sampler that
-    shares its GPU can release it. False while some round can still be sampled or all are done."""
-    held = False
+def nothing_to_sample(spec: RunSpec, rounds: dict[tuple[str, int], RoundState], loaded_version: int) -> bool:
+    """True when no round of the run can be sampled under `loaded_version`: every task has sampled all
+    its rounds or its first open round is held back by the staleness rule (it needs the learner's next
+    version). A sampler that shares its GPU releases it then: between rounds for the learner's step,
+    and after the last round, whose step comes after all sampling (measured on the 27B: an engine
+    kept awake there left the last step 6.5 GiB where it needs 25, and the run waited for good)."""
     for task in spec.tasks:
         first_open = next(
             (
@@ -223,9 +224,6 @@ def waits_for_policy(spec: RunSpec, rounds: dict[tuple[str, int], RoundState], l
             ),
             None,
         )
-        if first_open is None:
-            continue
-        if version_allows(first_open, loaded_version, spec):
+        if first_open is not None and version_allows(first_open, loaded_version, spec):
             return False
-        held = True
-    return held
+    return True

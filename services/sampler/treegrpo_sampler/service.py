@@ -31,7 +31,7 @@ from treegrpo_sampler._state import REPLAY_KINDS, RunState
 from treegrpo_sampler._weights import WeightReceiver, serve_weights
 from treegrpo_sampler.backends import EngineLost, create_backend, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig
-from treegrpo_sampler.policy import next_expansions, waits_for_policy
+from treegrpo_sampler.policy import next_expansions, nothing_to_sample
 
 log = logging.getLogger(__name__)
 
@@ -248,13 +248,14 @@ class SamplerService(Service):
             await self._maybe_sleep(runs)
 
     async def _maybe_sleep(self, runs: list[RunState]) -> None:
-        """A colocated engine releases the GPU once every open run waits for the learner's next
-        version (not between a round's expansions: those wait only for the executor and grader)."""
+        """A colocated engine releases the GPU once no open run has a round to sample: each waits for
+        the learner's next version or has sampled all its rounds (not between a round's expansions:
+        those wait only for the executor and grader). A later request wakes it."""
         sleep = getattr(self.backend, "sleep", None)
         if sleep is None or self.scheduler.in_flight or not runs or getattr(self.backend, "asleep", False):
             return
         version = self.backend.version
-        if all(waits_for_policy(s.spec, s.rounds, version) for s in runs):
+        if all(nothing_to_sample(s.spec, s.rounds, version) for s in runs):
             await sleep(version)  # refused if a load made another version current meanwhile
 
     def _launch(self, state: RunState, share: int) -> int:
