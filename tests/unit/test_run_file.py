@@ -84,7 +84,7 @@ def test_loading_a_run_file_imports_no_service_and_no_torch(tmp_path):
 
 
 def test_the_runners_replica_count_and_server_list_reach_every_service(tmp_path):
-    from treegrpo.runner._execute import wire
+    from treegrpo.runner._wiring import wire
 
     rf = load_run_file(write(tmp_path, "[runner]\nstream_replicas = 3\n"))
     urls = "nats://127.0.0.1:1,nats://127.0.0.1:2,nats://127.0.0.1:3"
@@ -96,7 +96,7 @@ def test_the_runners_replica_count_and_server_list_reach_every_service(tmp_path)
 def test_the_wiring_goes_under_the_files_settings_and_the_written_toml_is_the_typed_config(tmp_path):
     from treegrpo.config import load
     from treegrpo.plugins import config_class
-    from treegrpo.runner._execute import wire, write_configs
+    from treegrpo.runner._wiring import wire, write_configs
 
     text = (
         '[sampler.grpc]\nport = 7000\n[learner]\nmodel = "/m/learner"\n'

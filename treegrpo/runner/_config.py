@@ -11,7 +11,7 @@ Each service section is typed by that service's own config class (its `treegrpo.
 point, `treegrpo/plugins.py`; sections of services not installed here are checked where they
 run), so `load_run_file` rejects a misspelt `[sampler]` key naming it. A section stays partial:
 the keys the file sets; defaults and the service's environment resolve in the service's own
-process. The typed sections travel as they are: the runner wires them (`_execute.wire`) and
+process. The typed sections travel as they are: the runner wires them (`_wiring.wire`) and
 dumps each one to the TOML its service reads; no table is merged or validated twice.
 """
 

@@ -8,15 +8,12 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from opentelemetry import trace
-from pydantic import BaseModel
 from rich.console import Console
 
-from treegrpo._topology import SERVICES
 from treegrpo.bus import Bus
-from treegrpo.config import ConfigError, RunSpec, ServiceSettings, treegrpo_home
+from treegrpo.config import ConfigError, RunSpec, treegrpo_home
 from treegrpo.embedded import free_port
 from treegrpo.health import heartbeat_path
 from treegrpo.runner._config import RunFile
@@ -27,11 +24,10 @@ from treegrpo.runner._nats import NatsHandle, open_nats
 from treegrpo.runner._progress import Progress
 from treegrpo.runner._retry import retry_masked
 from treegrpo.runner._supervisor import Supervisor
-from treegrpo.runner._toml import dump_toml
+from treegrpo.runner._wiring import wire, write_configs
 from treegrpo.telemetry import file_tracer
 
 log = logging.getLogger(__name__)
-S = TypeVar("S", bound=BaseModel)
 
 
 @dataclass
@@ -48,67 +44,6 @@ async def existing_spec(bus: Bus, run_id: str) -> RunSpec:
     if found is None:
         raise ConfigError(f"no run {run_id!r} in the log to resume")
     return found.spec
-
-
-def under(section: S, **values: Any) -> S:
-    """`section` with `values` where the file left them unset: the file's own settings win."""
-    return section.model_copy(update={k: v for k, v in values.items() if k not in section.model_fields_set})
-
-
-def wire(rf: RunFile, spec: RunSpec, url: str, grpc_port: int, run_dir: Path) -> dict[str, ServiceSettings]:
-    """Each service's typed config: the run file's section with what the runner wires together
-    under it. The file's sections were validated at load and the wiring is the runner's own
-    typed values, so nothing is validated twice; each service validates its file again on start."""
-    home = treegrpo_home()
-    sampler, learner = rf.service("sampler"), rf.service("learner")
-    model = sampler.model or spec.model or str(home / "models" / "small")
-    # the runner says run.completed once training caught up too, not when rollout ends;
-    # unpacked adapters per run: two runs' samplers on one home must not share v1/
-    own = {
-        "sampler": lambda c: under(
-            c.model_copy(update={"grpc": under(c.grpc, port=grpc_port, host="127.0.0.1")}),
-            model=model,
-            publish_run_completed=False,
-            workdir=str(run_dir / "sampler"),
-        ),
-        "executor": lambda c: c,
-        "grader": lambda c: c,
-        "learner": lambda c: c.model_copy(
-            update={
-                "model": learner.model or model,
-                "publish": under(c.publish, sampler_endpoints=[f"127.0.0.1:{grpc_port}"]),
-            }
-        ),
-    }
-    (run_dir / "traces").mkdir(parents=True, exist_ok=True)
-    return {
-        n: own[n](_common(rf.service(n), n, rf.runner.stream_replicas, url, spec, run_dir)) for n in SERVICES
-    }
-
-
-def _common(cfg: S, name: str, replicas: int, url: str, spec: RunSpec, run_dir: Path) -> S:
-    # one replica count for the whole deployment: the stream the runner makes is what services
-    # expect; each service consumes this run's events alone (docs/DEPLOY.md); one span file per
-    # service (several processes appending to one file could interleave lines); heartbeats per
-    # run, so two runs on one home never read each other's
-    wired = {
-        "nats": under(cfg.nats, url=url, stream_replicas=replicas),
-        "telemetry": under(cfg.telemetry, jsonl_path=str(run_dir / "traces" / f"{name}.jsonl")),
-        "health": under(cfg.health, file=str(heartbeat_path(name, root=run_dir))),
-    }
-    return under(cfg.model_copy(update=wired), run_id=spec.run_id)
-
-
-def write_configs(configs: dict[str, ServiceSettings], run_dir: Path) -> dict[str, Path]:
-    """Each typed config dumped to the TOML file its service reads (what it sets, nothing more:
-    defaults and the service's environment resolve in its own process)."""
-    paths = {}
-    for name, cfg in configs.items():
-        p = run_dir / "config" / f"{name}.toml"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(dump_toml(cfg.model_dump(mode="json", exclude_unset=True)))
-        paths[name] = p
-    return paths
 
 
 async def execute(

@@ -11,17 +11,18 @@ from pathlib import Path
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 
-from treegrpo import advantages, events
+from treegrpo import events
 from treegrpo.bus import Bus
 from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
-from treegrpo_learner import _colocate, _respend
+from treegrpo_learner import _colocate
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member, read_members
 from treegrpo_learner._model import load_base, wrap_lora
-from treegrpo_learner._numeric import check_advantage, check_finite, numeric_fault, step_fault
+from treegrpo_learner._numeric import check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Publisher, write_archive
 from treegrpo_learner._restore import Restorer
+from treegrpo_learner._samples import batch_samples
 from treegrpo_learner._telemetry import phase_spans, step_context
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
@@ -159,49 +160,9 @@ class RunLearner:
     def samples(self, batch: Batch) -> tuple[list[TrainSample], int, list[int]]:
         """The batch's training samples, its groups with signal and their staleness; what was left
         out and why is counted in `self.counts` (the step's metrics)."""
-        out, with_signal, staleness = [], 0, []
-        over = self.cfg.overlong
-        penalty = over.penalty if over.mode == "penalty" else None
-        self.counts = {"sequences_overlong": 0.0, **_respend.counters(self.spec)}
-        if over.mode == "mask":
-            self.counts["sequences_overlong_masked"] = 0.0
-        for g in batch.groups:
-            try:
-                adv = g.advantages(self.cfg.estimator, penalty)
-            except ValueError as exc:  # a non-finite reward: this group fails the same way every time
-                raise step_fault(self.state.step + 1, f"group {g.group}: {exc}") from exc
-            with_signal += any(a != 0.0 for a in adv)
-            staleness.append(self.state.step - g.policy_version)
-            if _respend.skips(self.spec, adv):  # re-spending on: no signal, no place in the step
-                self.counts[_respend.SKIPPED] += 1
-                continue
-            if g.dropped:
-                log.warning(
-                    "group %s (task %s round %d) trains nothing: %s", g.group, g.task, g.round, g.dropped
-                )
-                continue
-            for m, a in zip(g.members, adv, strict=True):
-                if advantages.masked(m.status):
-                    continue  # no outcome of the policy's: our side failed it (treegrpo/fault_policy.py)
-                if not m.prompt_ids or not m.response_ids:
-                    continue  # nothing to condition on or to train (the sampler recorded no tokens)
-                self.counts["sequences_overlong"] += m.truncated
-                if m.truncated and over.mode == "mask":
-                    self.counts["sequences_overlong_masked"] += 1
-                    continue  # cut mid-thought: its reward says little about its tokens (DAPO)
-                check_advantage(self.state.step + 1, g.group, m.node_id, a)
-                out.append(
-                    TrainSample(
-                        g.group,
-                        m.node_id,
-                        m.prompt_ids,
-                        m.response_ids,
-                        m.behaviour_logprobs,
-                        a,
-                        self.state.step - m.policy_version,
-                    )
-                )
-        return out, with_signal, staleness
+        got = batch_samples(batch, self.cfg, self.spec, self.state.step)
+        self.counts = got.counts
+        return got.samples, got.with_signal, got.staleness
 
     async def step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
         self.inflight = {g.group: g.done for g in batch.groups}

@@ -248,9 +248,8 @@ class SamplerService(Service):
             await self._maybe_sleep(runs)
 
     async def _maybe_sleep(self, runs: list[RunState]) -> None:
-        """A colocated engine releases the GPU once no open run has a round to sample: each waits for
-        the learner's next version or has sampled all its rounds (not between a round's expansions:
-        those wait only for the executor and grader). A later request wakes it."""
+        """A colocated engine releases the GPU once no open run has a round to sample (policy.py;
+        never between a round's expansions, which wait only for the executor and grader)."""
         sleep = getattr(self.backend, "sleep", None)
         if sleep is None or self.scheduler.in_flight or not runs or getattr(self.backend, "asleep", False):
             return
