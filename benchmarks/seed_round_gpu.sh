@@ -70,9 +70,12 @@ collect() {  # per shape: summary.json on top, the rest in one tar (the channel 
     d=$STATE/out/$shape
     [ -d "$d" ] || continue
     pack=$STATE/pack/$shape && rm -rf "$pack" && mkdir -p "$pack"
+    run=$(cat "$d/run_dir.txt" 2>/dev/null || ls -td "$STATE"/home/runs/*/ 2>/dev/null | head -1)
+    # a run still going: its learner's log so far (the test copies it once the run ends), so the
+    # summary has the steps taken before the device time ran out
+    [ -n "$run" ] && [ ! -f "$STATE/rc" ] && cp "$run"/logs/learner*.log "$d"/ 2>/dev/null
     python3 benchmarks/seed_round_summary.py "$d" > "$OUT/summary_$shape.json" 2> "$pack/summary.err"
     cp "$d"/*.log "$d"/*.json* "$pack/" 2>/dev/null
-    run=$(cat "$d/run_dir.txt" 2>/dev/null || ls -td "$STATE"/home/runs/*/ 2>/dev/null | head -1)
     # the run's export (round_N/, timing.jsonl, report/) and its service logs, without checkpoints
     [ -n "$run" ] && [ -d "$run" ] && tar -C "$(dirname "$run")" --exclude='*.safetensors' --exclude='*.pt' \
       --exclude='*.bin' --exclude='checkpoints' -czf "$pack/run.tgz" "$(basename "$run")"
