@@ -1,6 +1,6 @@
 """A run file's service sections are typed by the services' own config classes at load.
 
-Imports a private module: `treegrpo.runner._execute` (what these tests exercise is not on the package's
+Imports a private module: `treegrpo.runner._wiring` (what these tests exercise is not on the package's
 public surface).
 """
 
