@@ -63,6 +63,12 @@ def respend_step(expansions: int, step: int) -> int:
     return expansions + step
 
 
+def round_steps(expansions: int, respend_enabled: bool) -> int:
+    """How many steps a task-round may hold: its expansions, and with re-spending on as many again
+    (a re-spent group's step is `respend_step`); a node at a later step is not of the run."""
+    return expansions * (2 if respend_enabled else 1)
+
+
 def plan_round(
     settings: RespendSettings,
     groups: Sequence[Scored],

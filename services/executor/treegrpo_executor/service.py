@@ -29,6 +29,7 @@ from treegrpo.bus import SUBMISSIONS, ConsumerOptions, Delivery, PermanentError,
 from treegrpo.config import RunSpec
 from treegrpo.events import INFRASTRUCTURE, Kind
 from treegrpo.fault_policy import FaultStreak, retry_or_give_up
+from treegrpo.respend import round_steps
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_executor._gate import Declaration, parse_declaration
@@ -243,8 +244,9 @@ def outside(spec: RunSpec, ns: pb.NodeSampled) -> str:
     """Why a node lies outside its run's tree ('' if it does not): a task, round or step the run has not."""
     if ns.task not in spec.tasks:
         return f"task {ns.task!r} is not one of the run's {spec.tasks}"
-    if not 1 <= ns.round <= spec.rounds or ns.step >= spec.tree.expansions:
-        return f"round {ns.round} step {ns.step} is outside {spec.rounds} round(s) of {spec.tree.expansions}"
+    steps = round_steps(spec.tree.expansions, spec.tree.respend.enabled)  # re-spent groups included
+    if not 1 <= ns.round <= spec.rounds or ns.step >= steps:
+        return f"round {ns.round} step {ns.step} is outside {spec.rounds} round(s) of {steps} step(s)"
     return ""
 
 
