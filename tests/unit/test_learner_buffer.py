@@ -93,6 +93,7 @@ async def test_masked_members_train_nothing_and_a_dropped_group_still_completes_
     learner = RunLearner(
         LearnerConfig(estimator="grpo"), "r", spec, None, "learner/test", trace.get_tracer("t")
     )
-    samples, with_signal, _ = learner.samples(Batch(batch.groups))
+    got = learner.samples(Batch(batch.groups))
+    samples, with_signal = got.samples, got.with_signal
     assert [s.node_id for s in samples] == ["a", "c"] and with_signal == 1
     assert samples[0].advantage > 0 > samples[1].advantage

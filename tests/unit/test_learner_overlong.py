@@ -49,25 +49,27 @@ def test_soft_overlong_penalty_ramps_from_zero_to_minus_factor():
 async def test_masked_overlong_responses_leave_the_loss_but_keep_their_place_in_the_group():
     learner = _learner(mode="mask")
     g = _group([_member("a", 1.0, 3), _member("b", 0.0, 4, truncated=True), _member("c", 0.5, 3)])
-    samples, with_signal, _ = learner.samples(Batch([g]))
+    got = learner.samples(Batch([g]))
+    samples, with_signal = got.samples, got.with_signal
     assert [s.node_id for s in samples] == ["a", "c"] and with_signal == 1
     # b's reward still sets the baseline: a above the mean, c at it
     assert samples[0].advantage > 0 and samples[1].advantage == pytest.approx(0.0, abs=1e-9)
-    assert learner.counts == {"sequences_overlong": 1.0, "sequences_overlong_masked": 1.0}
+    assert got.counts == {"sequences_overlong": 1.0, "sequences_overlong_masked": 1.0}
 
 
 async def test_kept_overlong_responses_train_and_are_counted():
     learner = _learner()
     g = _group([_member("a", 1.0, 3), _member("b", 0.0, 4, truncated=True)])
-    samples, _, _ = learner.samples(Batch([g]))
-    assert [s.node_id for s in samples] == ["a", "b"]
-    assert learner.counts == {"sequences_overlong": 1.0}
+    got = learner.samples(Batch([g]))
+    assert [s.node_id for s in got.samples] == ["a", "b"]
+    assert got.counts == {"sequences_overlong": 1.0}
 
 
 async def test_length_penalty_turns_an_equal_group_into_a_signal_against_the_long_one():
     learner = _learner(mode="penalty", max_tokens=10, buffer_tokens=4)
     g = _group([_member("short", 0.5, 3), _member("long", 0.5, 10, truncated=True)])
-    samples, with_signal, _ = learner.samples(Batch([g]))
+    got = learner.samples(Batch([g]))
+    samples, with_signal = got.samples, got.with_signal
     assert with_signal == 1
     assert samples[0].advantage > 0 > samples[1].advantage
 

@@ -242,16 +242,16 @@ async def test_the_learner_skips_groups_without_signal_and_counts_them():
     batch = Batch(
         [_group("flat", [-0.5] * 2), _group("mixed", [0.2, 0.8]), _group("new", [0.4, 0.9], extra=True)]
     )
-    samples, with_signal, _ = learner.samples(batch)
-    assert {s.group for s in samples} == {"mixed", "new"} and with_signal == 2
-    assert learner.counts[SKIPPED] == 1.0
+    got = learner.samples(batch)
+    assert {s.group for s in got.samples} == {"mixed", "new"} and got.with_signal == 2
+    assert got.counts[SKIPPED] == 1.0
     learner.advance(batch)  # every group of the step is consumed once, the skipped one too
     assert learner.trained == {"flat", "mixed", "new"}
     off = RunLearner(
         LearnerConfig(), RUN, RunSpec(run_id=RUN, tasks=[TASK]), None, "l/t", trace.get_tracer("t")
     )
-    samples, _, _ = off.samples(Batch([_group("flat", [-0.5] * 2)]))
-    assert len(samples) == 2 and SKIPPED not in off.counts  # off: today's step, unchanged
+    got = off.samples(Batch([_group("flat", [-0.5] * 2)]))
+    assert len(got.samples) == 2 and SKIPPED not in got.counts  # off: today's step, unchanged
 
 
 def test_group_respent_is_a_sampler_fact_with_its_own_kind():

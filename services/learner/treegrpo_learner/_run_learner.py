@@ -22,7 +22,7 @@ from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Publisher, write_archive
 from treegrpo_learner._restore import Restorer
-from treegrpo_learner._samples import batch_samples
+from treegrpo_learner._samples import BatchSamples, batch_samples
 from treegrpo_learner._telemetry import phase_spans, step_context
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
@@ -39,7 +39,6 @@ class RunLearner:
         self.buffer = GroupBuffer()
         self.state = ckpt.LearnerState(run_id=run_id)
         self.trained: set[str] = set()
-        self.counts: dict[str, float] = {}  # what the last `samples` left out, by reason
         self.inflight: dict[str, asyncio.Future] = {}  # groups of the step now running
         self.restore_notes: list[str] = []  # what a restore skipped or lost (the service reports them)
         self.model = self.trainer = None
@@ -87,8 +86,7 @@ class RunLearner:
 
     async def retrain(self, batch: Batch, rec: pb.LearnerStepped) -> None:
         """Re-train a recorded step from its groups in the log (no weights of it verified)."""
-        samples, _, _ = self.samples(batch)
-        await self.train(samples)
+        await self.train(self.samples(batch).samples)
         self.advance(batch)
         self.state.last_stream_seq = max(self.state.last_stream_seq, rec.last_stream_seq)
         self.state.record = MessageToDict(rec, preserving_proto_field_name=True)
@@ -157,12 +155,10 @@ class RunLearner:
             if not g.done.done():
                 g.done.set_result(False)
 
-    def samples(self, batch: Batch) -> tuple[list[TrainSample], int, list[int]]:
-        """The batch's training samples, its groups with signal and their staleness; what was left
-        out and why is counted in `self.counts` (the step's metrics)."""
-        got = batch_samples(batch, self.cfg, self.spec, self.state.step)
-        self.counts = got.counts
-        return got.samples, got.with_signal, got.staleness
+    def samples(self, batch: Batch) -> BatchSamples:
+        """The batch's training samples, its groups with signal, their staleness, and what was left
+        out and why (the step's metrics)."""
+        return batch_samples(batch, self.cfg, self.spec, self.state.step)
 
     async def step(self, batch: Batch, waited_s: float, dropped: int) -> pb.LearnerStepped:
         self.inflight = {g.group: g.done for g in batch.groups}
@@ -183,13 +179,13 @@ class RunLearner:
             phases, metrics = {"gen": waited_s}, {}
             with self.tracer.start_as_current_span("adv"):
                 ta = time.perf_counter()
-                samples, with_signal, staleness = self.samples(batch)
+                got = self.samples(batch)
                 phases["adv"] = time.perf_counter() - ta
             co = self.cfg.colocate
             phases["sleep"] = await _colocate.wait_for_memory(
                 self.cfg.device, co.min_free_gib, co.wait_timeout_s
             )
-            out = await self.train(samples)
+            out = await self.train(got.samples)
             pad = max(0.0, self.cfg.step.min_seconds - (time.perf_counter() - t0))
             if pad:
                 await asyncio.sleep(pad)
@@ -197,12 +193,12 @@ class RunLearner:
             phase_spans(self.tracer, out.phases, time.time_ns() - int(sum(out.phases.values()) * 1e9))
             phases.update(out.phases)
             metrics.update(out.metrics)
-            metrics.update(self.counts)
+            metrics.update(got.counts)
             self.advance(batch)
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             if co.release_after_step:
                 await asyncio.to_thread(_colocate.release, self.cfg.device)
-            record = self._record(batch, phases, metrics, with_signal, staleness, dropped)
+            record = self._record(batch, phases, metrics, got.with_signal, got.staleness, dropped)
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
             self.state.record = MessageToDict(record, preserving_proto_field_name=True)
