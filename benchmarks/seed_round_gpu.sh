@@ -12,7 +12,7 @@
 #   there: bash benchmarks/seed_round_gpu.sh stash .vst1      (.vst2, .vst3, .fla1: one per command)
 #   there: bash benchmarks/seed_round_gpu.sh stash .vst4 vllm  (joins and installs vLLM)
 #   there: bash benchmarks/seed_round_gpu.sh stash .fla2 fla   (joins and installs Triton 3.7.1 + fla)
-#   there: bash benchmarks/seed_round_gpu.sh start qwen35-9b   (then: wait, until it says done)
+#   there: bash benchmarks/seed_round_gpu.sh start qwen36-27b,qwen35-9b   (in that order; then: wait)
 #   there: bash benchmarks/seed_round_gpu.sh wait [LIMIT_S]
 # Results under $OUT (what the last command wrote comes back).
 set -uo pipefail
@@ -49,7 +49,13 @@ start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
   python3 -c 'import vllm, fla, triton, torch; print("vllm", vllm.__version__, "fla", fla.__version__, "triton", triton.__version__, "torch", torch.__version__)'
   rm -f "$STATE/rc"
   echo "$1" > "$STATE/current"
-  TG_SEED_SHAPES=$1 setsid bash -c "python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/gpu/test_seed_presets_gpu.py \
+  # the shapes run in the order given (node ids keep their command-line order): the one that must
+  # finish inside the device time goes first
+  local ids="" shape
+  for shape in $(tr ',' ' ' <<< "$1"); do
+    ids+=" 'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$shape-seed-$shape-h200.toml]'"
+  done
+  TG_SEED_SHAPES=$1 setsid bash -c "python3 -m pytest -q -s -p no:cacheprovider -m gpu $ids \
     > $STATE/pytest.log 2>&1; echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
   echo "started $1 (pid $!)"
   wait_for "${2:-420}"
