@@ -80,6 +80,11 @@ collect() {  # per shape: summary.json on top, the rest in one tar (the channel 
     # a run still going: its learner's log so far (the test copies it once the run ends), so the
     # summary has the steps taken before the device time ran out
     [ -n "$run" ] && [ ! -f "$STATE/rc" ] && cp "$run"/logs/learner*.log "$d"/ 2>/dev/null
+    # ... and what its stream holds so far, exported (the steps taken, their timing.jsonl), so a run
+    # the device time cuts still gives the speed table (`treegrpo report A --against B`) its rows
+    [ -n "$run" ] && [ ! -f "$STATE/rc" ] && [ ! -f "$d/run_dir.txt" ] && TREEGRPO_HOME=$STATE/home timeout 120 \
+      python3 -m treegrpo.cli archive export "$(basename "$run")" --out "$pack/live" --no-strict \
+      > "$pack/live_export.log" 2>&1
     python3 benchmarks/seed_round_summary.py "$d" > "$OUT/summary_$shape.json" 2> "$pack/summary.err"
     cp "$d"/*.log "$d"/*.json* "$pack/" 2>/dev/null
     # the run's export (round_N/, timing.jsonl, report/) and its service logs, without checkpoints
