@@ -72,7 +72,7 @@ class ExecutorService(Service):
         self.cfg: ExecutorConfig = config
         self.backend = backend
         self._specs: dict[str, RunSpec] = {}
-        self._handling: set[asyncio.Task] = set()
+        self._handling: set[asyncio.Task] = set()  # the tasks inside a handler now (on_stop waits for them)
         self._executing: dict[tuple[str, str], asyncio.Future] = {}  # (run, node) -> its one execution
         self.streak = FaultStreak(config.infra.fail_after)  # nodes lost to our faults in a row
 
@@ -138,10 +138,18 @@ class ExecutorService(Service):
         await self._handle(run_id, ns, delivery, nr.attempt)
 
     async def _handle(self, run_id: str, ns: pb.NodeSampled, delivery: Delivery, attempt: int) -> None:
+        # the consumer's workers are long-lived tasks that run one handler after another: a task
+        # counts as handling only inside this call (a done-callback per node piled up on the worker
+        # forever, each with a copy of the context and so the node's span: issue 32's 4 KB a node)
         me = asyncio.current_task()
         if me is not None:
             self._handling.add(me)
-            me.add_done_callback(self._handling.discard)
+        try:
+            await self._handle_once(run_id, ns, delivery, attempt)
+        finally:
+            self._handling.discard(me)
+
+    async def _handle_once(self, run_id: str, ns: pb.NodeSampled, delivery: Delivery, attempt: int) -> None:
         done = events.attempt_key(ns.node_id, attempt)
         if self.cfg.skip_executed and await self.bus.last_event(run_id, Kind.NODE_EXECUTED, done):
             log.info("node %s (attempt %d) already executed; not running it again", ns.node_id, attempt)
