@@ -55,13 +55,20 @@ from treegrpo.bus import STREAM, Bus  # noqa: E402
 E, G = 10, 10
 
 
+def run_timeout_s(runs: int, nodes: int) -> int:
+    """A run's time limit: 1 s a node of all runs (~5 nodes/s is what 2 cores do), at least 50 min;
+    a fixed 3,000 s cut the first 20,000-node soak at 17,540 nodes."""
+    return max(3000, runs * nodes)
+
+
 def start_runs(home: Path, url: str, runs: int, nodes: int, train: bool, tag: str, shape) -> dict:
     """`runs` × `treegrpo run --attach` of `nodes` nodes each (E × G a round), at once."""
     (e, g), ids = shape, {f"{tag}_{i}": None for i in range(runs)}
     for run_id in ids:
         sets = (
-            f'runner.nats_url="{url}"', "runner.timeout_s=3000", "runner.export=false",
-            "runner.report=false", f'run.run_id="{run_id}"', f"run.rounds={max(1, nodes // (e * g))}",
+            f'runner.nats_url="{url}"', f"runner.timeout_s={run_timeout_s(runs, nodes)}",
+            "runner.export=false", "runner.report=false", f'run.run_id="{run_id}"',
+            f"run.rounds={max(1, nodes // (e * g))}",
             f"run.tree.expansions={e}", f"run.tree.group_size={g}", f"run.train={str(train).lower()}",
         )  # fmt: skip
         with open(home / f"{run_id}.log", "wb") as out:
@@ -110,7 +117,7 @@ def deployed(
         pids = {n: p.pid for n, p in zip(SERVICES, services, strict=True)} | {"nats-server": server.proc.pid}
         mem = MemorySampler(pids, run_graded(server.url, list(procs), stop_poll))
         mem.start()
-        exits = {r: p.wait(3600) for r, p in procs.items()}
+        exits = {r: p.wait(run_timeout_s(runs, nodes) + 600) for r, p in procs.items()}
         wall = time.monotonic() - t0
         mem.done.set()
         stop_poll.set()
