@@ -63,7 +63,7 @@ def _pair() -> tuple[RunData, RunData]:
 
 def test_speed_table_gives_medians_over_the_common_steps_extra_phases_and_per_node_ratio():
     a, b = _pair()
-    t = speed_table(a, b)
+    t = speed_table(a, b, cold_steps=0)
     assert t.steps == [1, 2, 3]
     rows = {r.name: r for r in t.phases}
     assert list(rows) == [
@@ -90,8 +90,22 @@ def test_speed_table_gives_medians_over_the_common_steps_extra_phases_and_per_no
 def test_gpu_busy_share_is_shown_when_a_run_records_one():
     a, b = _pair()
     a.gpu_busy = {1: 0.8, 2: 0.9, 3: 0.7}
-    t = speed_table(a, b)
+    t = speed_table(a, b, cold_steps=0)
     assert t.gpu_busy is not None and t.gpu_busy.a == pytest.approx(0.8) and t.gpu_busy.b is None
+
+
+def test_the_first_common_step_is_left_out_as_cold_unless_it_is_the_only_one():
+    a, b = _pair()
+    a.timing[0] = TimingLine(1, 999.0, _phases(10.0, True))  # step 1: the engine's start, autotune
+    t = speed_table(a, b)
+    assert t.steps == [2, 3] and t.left_out == (1,)
+    rows = {r.name: r for r in t.phases}
+    assert rows["gen"].a == pytest.approx(100.0)  # median of steps 2 and 3 (120, 80); 1000 left out
+    assert t.as_dict()["cold_steps_left_out"] == [1]
+    one_a = _run("one", {1: _phases(1.0)}, nodes=8)
+    one_b = _run("other", {1: _phases(2.0)}, nodes=8)
+    only = speed_table(one_a, one_b)
+    assert only.steps == [1] and only.left_out == ()  # nothing else to compare: kept
 
 
 def test_report_against_writes_the_speed_table_to_markdown_json_and_the_explorer(tmp_path):

@@ -122,9 +122,11 @@ def write_report(
     late_from: int | None = None,
     min_difference: float = 0.0,
     against: RunData | None = None,
+    cold_steps: int = 1,
 ) -> Report:
     """`control`: a no-train run paired with `runs[0]` (same seed and tree): adds the comparison
-    (never for a load run). `against`: a run B whose speed table against `runs[0]` (A) is added."""
+    (never for a load run). `against`: a run B whose speed table against `runs[0]` (A) is added,
+    its first `cold_steps` common steps left out."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; one of {', '.join(ESTIMATORS)}")
     if control is not None and len(runs) != 1:
@@ -132,7 +134,7 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     curve_data, comparison, learning_plots = _learning(runs, control, late_from, min_difference, out)
-    speed = speed_table(runs[0], against) if against is not None else None
+    speed = speed_table(runs[0], against, cold_steps) if against is not None else None
     if against is not None and against.run_id not in {d.run_id for d in runs}:
         runs = [*runs, against]
     learning_note = NOT_APPLICABLE if control is not None and comparison is None else ""
@@ -202,6 +204,7 @@ async def build_report(
     late_from: int | None = None,
     min_difference: float = 0.0,
     against: str | None = None,
+    cold_steps: int = 1,
 ) -> Report:
     """The in-process entry the runner calls at the end of a run (source: a Bus or a seed-format root);
     `control`: the id of the no-train run paired with the single run in `run_ids`; `against`: the id
@@ -209,4 +212,6 @@ async def build_report(
     runs = await load_runs(source, run_ids)
     ctl = (await load_runs(source, [control]))[0] if control else None
     vs = (await load_runs(source, [against]))[0] if against else None
-    return write_report(runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference, vs)
+    return write_report(
+        runs, out_dir, estimator, gpus, tree_round, ctl, late_from, min_difference, vs, cold_steps
+    )

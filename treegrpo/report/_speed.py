@@ -4,7 +4,9 @@ against the 27B"), the per-node cost, and the GPU busy share where a run records
 Phases are read from the runs' timing lines (`TimingLine.phases_s`, the projection the run's
 timing.jsonl is written from): the seed's phases (`PHASES`) in their order, then any further
 phase a run records (e.g. the sampler's `sleep` and `wake`), then the step's `total`. Each value is
-the median per step over the steps both runs logged; the ratio is B / A. Per-node cost of a step
+the median per step over the steps both runs logged, less the first `cold_steps` of them (default
+1: a run's first step holds the engine's start, its compile and the kernels' first autotune, which
+no later step pays; kept when no other step is common); the ratio is B / A. Per-node cost of a step
 is its `total_s` / the nodes that step trained on (`step_nodes`: the members of its sibling groups,
 the same count as the capability table's per-node step cost).
 """
@@ -34,10 +36,11 @@ class SpeedRow:
 class SpeedTable:
     run_a: str
     run_b: str
-    steps: list[int]  # the steps both runs logged
+    steps: list[int]  # the steps both runs logged, less the cold ones
     phases: list[SpeedRow]  # ... then "total"
     per_node: SpeedRow
     gpu_busy: SpeedRow | None
+    left_out: tuple[int, ...] = ()  # common steps left out as cold
 
     def as_dict(self) -> dict:
         row = lambda r: {"a": r.a, "b": r.b, "ratio_b_over_a": r.ratio}  # noqa: E731
@@ -45,6 +48,7 @@ class SpeedTable:
             "run_a": self.run_a,
             "run_b": self.run_b,
             "steps": self.steps,
+            "cold_steps_left_out": list(self.left_out),
             "phases": {r.name: row(r) for r in self.phases},
             "per_node_s": row(self.per_node),
             "gpu_busy_share": None if self.gpu_busy is None else row(self.gpu_busy),
@@ -60,9 +64,10 @@ def _phase_names(a: RunData, b: RunData) -> list[str]:
     return [p for p in PHASES if p in seen] + sorted(seen - set(PHASES))
 
 
-def speed_table(a: RunData, b: RunData) -> SpeedTable:
+def speed_table(a: RunData, b: RunData, cold_steps: int = 1) -> SpeedTable:
     ta, tb = {t.step: t for t in a.timing}, {t.step: t for t in b.timing}
-    steps = sorted(set(ta) & set(tb))
+    common = sorted(set(ta) & set(tb))
+    steps = common[cold_steps:] or common
 
     def med(timing: dict, name: str) -> float | None:
         if name == "total":
@@ -86,6 +91,7 @@ def speed_table(a: RunData, b: RunData) -> SpeedTable:
         rows,
         SpeedRow("per node", per_node(a, ta), per_node(b, tb)),
         None if ba is None and bb is None else SpeedRow("GPU busy share", ba, bb),
+        tuple(s for s in common if s not in steps),
     )
 
 
@@ -126,8 +132,8 @@ def speed_markdown(t: SpeedTable) -> list[str]:
     if not t.steps:
         return lines + ["No training step is logged by both runs: nothing to compare.", ""]
     lines += [
-        f"Median per step over the {len(t.steps)} steps both runs logged "
-        f"({t.steps[0]}–{t.steps[-1]}); per node = step total_s / nodes that step trained on.",
+        f"Median per step over the {len(t.steps)} step(s) both runs logged "
+        f"({t.steps[0]}–{t.steps[-1]}){_cold(t)}; per node = step total_s / nodes that step trained on.",
         "",
     ]
     lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|"]
@@ -135,6 +141,13 @@ def speed_markdown(t: SpeedTable) -> list[str]:
     if line := cheaper_line(t):
         lines += ["", line]
     return [*lines, ""]
+
+
+def _cold(t: SpeedTable) -> str:
+    if not t.left_out:
+        return ""
+    which = ", ".join(str(s) for s in t.left_out)
+    return f", step {which} left out as cold (engine start, first autotune; `--cold-steps 0` keeps it)"
 
 
 def cheaper_line(t: SpeedTable) -> str:
@@ -156,4 +169,6 @@ def print_speed(t: SpeedTable, console) -> None:
     for row in speed_rows(t) if t.steps else []:
         table.add_row(*row)
     console.print(table)
+    if t.left_out:
+        console.print(_cold(t).removeprefix(", ").capitalize(), soft_wrap=True)
     console.print(cheaper_line(t) or "no training step logged by both runs", soft_wrap=True)

@@ -38,6 +38,7 @@ async def _build(
     late_from: int | None,
     min_difference: float,
     against: str = "",
+    cold_steps: int = 1,
 ):
     if control and len(runs) != 1:
         raise typer.BadParameter("--control pairs with exactly one train run")
@@ -53,7 +54,7 @@ async def _build(
         ctl = _from_dirs([control])[0] if control else None
         vs = _from_dirs([against])[0] if against else None
         return write_report(
-            _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference, vs
+            _from_dirs(runs), out, estimator, gpus, tree_round, ctl, late_from, min_difference, vs, cold_steps
         )
     from treegrpo.bus import Bus
     from treegrpo.nats_url import nats_for
@@ -72,6 +73,7 @@ async def _build(
                 late_from,
                 min_difference,
                 against or None,
+                cold_steps,
             )
         finally:
             await bus.close()
@@ -137,6 +139,14 @@ def report(
             help="A second run B: adds the seed's speed table (per-step phases, per-node cost, B/A)",
         ),
     ] = "",
+    cold_steps: Annotated[
+        int,
+        typer.Option(
+            "--cold-steps",
+            min=0,
+            help="Speed table: leave out the first N common steps (engine start, first autotune)",
+        ),
+    ] = 1,
     nats: Annotated[
         str, typer.Option("--nats", help="NATS URL (default: $TREEGRPO_NATS_URL, then the embedded server)")
     ] = "",
@@ -161,6 +171,7 @@ def report(
                 late_from,
                 min_difference,
                 against,
+                cold_steps,
             )
         )
     except LookupError as exc:
