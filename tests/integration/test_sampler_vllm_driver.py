@@ -52,6 +52,7 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
                 "version": backend.version,
                 "lora": backend.lora_name,
                 "completions": [dataclasses.asdict(c) for c in completions],
+                "counts": backend.counts.snapshot(),  # the engine's totals after this step
             }
         )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from treegrpo_sampler.backends._base import Backend, Completion, EngineLost, SamplingParams
+from treegrpo_sampler.backends._vllm_stats import EngineCounts
 from treegrpo_sampler.backends._vllm_targets import TargetCheck, UnsupportedModel, vllm_lora_targets
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "Completion",
+    "EngineCounts",
     "EngineLost",
     "SamplingParams",
     "TargetCheck",

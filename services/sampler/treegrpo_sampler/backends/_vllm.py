@@ -32,6 +32,7 @@ from typing import Any
 
 from treegrpo_sampler.backends._base import Completion, EngineLost, SamplingParams
 from treegrpo_sampler.backends._vllm_keys import adapter_for_engine
+from treegrpo_sampler.backends._vllm_stats import EngineCounts, counting_logger
 from treegrpo_sampler.config import SamplerConfig, VllmSettings
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class VllmBackend:
         self._asleep = False
         self.last_sleep_seconds = 0.0  # how long the last sleep took to release the GPU
         self.last_wake_seconds = 0.0  # how long the last wake took to give it back
+        self.counts = EngineCounts()  # prefix-cache hits, preemptions, KV use, summed over engine steps
 
     @property
     def version(self) -> int:
@@ -111,7 +113,8 @@ class VllmBackend:
             disable_log_stats=True,
             **self._optional_args(),
         )
-        engine = AsyncLLM.from_engine_args(args)
+        counting = counting_logger(self.counts)
+        engine = AsyncLLM.from_engine_args(args, stat_loggers=[counting] if counting else None)
         tokenizer = AutoTokenizer.from_pretrained(s.tokenizer or self.model)
         return engine, tokenizer
 

