@@ -15,9 +15,10 @@ Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
   swaps       (first dtype) adapter published -> loaded through the real push path: the learner's
               archive (bf16 + its state file), object store and policy.published on a real
               nats-server, gRPC push, sha256, untar, key renaming, add_lora, policy.loaded
-  agreement   (`--agreement`) the learner's log-probs (its own model and packing, the preset's
-              gdn backend and shared prompts) under the adapter's float32 weights against vLLM's
-              raw log-probs of the 64-sequence run under the published bf16 copy
+  agreement   (`--agreement`, after the engine is gone) the learner's log-probs (its own model and
+              packing, the preset's gdn backend and shared prompts) under the adapter's float32
+              weights against vLLM's raw log-probs of the 64-sequence run under the published copy
+The engine runs alone on the GPU (`--util`, default 0.85): the 9B's numbers fit an 80 GB H100 too.
 Each phase lands in <out>/sampler_seed.json as it ends; a failed phase is recorded, the rest run.
 """
 
@@ -74,38 +75,51 @@ def run_file(a, kv: str):
     return rf.service("sampler"), rf.service("learner")
 
 
-def make_adapters(a, rec, learner_cfg) -> dict:
-    """The learner's model with an adapter of the preset's targets, two random versions of it
-    published the learner's way (write_archive, bf16); the model keeps version 1's float32 weights."""
+def make_adapters(a, rec, learner_cfg) -> dict[int, Path]:
+    """Two random versions of an adapter on the preset's targets, published the learner's way
+    (write_archive: its dtype, its state file) and unpacked as the sampler unpacks them; version 1's
+    float32 weights (what the learner trains and recomputes with) are kept beside them."""
     import torch
 
     from treegrpo_learner._model import load_base, wrap_lora
     from treegrpo_learner._publish import read_archive, write_archive
-    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
+    from treegrpo_learner._trainer import TrainerSettings
 
     t0 = time.perf_counter()
     settings = TrainerSettings.from_config(learner_cfg)
-    base = load_base(a.model, settings.dtype, settings.device)
-    model = wrap_lora(base, learner_cfg.lora)
+    model = wrap_lora(load_base(a.model, settings.dtype, settings.device), learner_cfg.lora)
+    dtype = learner_cfg.publish.dtype if learner_cfg.publish.dtype != "auto" else settings.dtype
     folders = {}
-    for version in (2, 1):  # 1 last: the model keeps the weights vLLM serves first
+    for version in (2, 1):  # 1 last: its float32 weights are saved below
         gen = torch.Generator(device="cpu").manual_seed(version)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if "lora_B" in name:
                     p.copy_(torch.randn(p.shape, generator=gen) * a.b_std)
-        dtype = learner_cfg.publish.dtype if learner_cfg.publish.dtype != "auto" else settings.dtype
         tar = write_archive(model, {"bench": version}, a.work / f"v{version}.tar", dtype)
         folders[version] = a.work / f"adapter-v{version}"
         read_archive(tar, folders[version])
+    model.save_pretrained(a.work / "adapter-v1-float32")
     rec["adapters"] = {
         "targets": list(learner_cfg.lora.target_modules),
         "rank": learner_cfg.lora.r,
+        "published_dtype": dtype,
         "archive_mb": round((a.work / "v1.tar").stat().st_size / 1e6, 1),
         "lora_params": sum(p.numel() for n, p in model.named_parameters() if "lora_" in n),
         "build_s": round(time.perf_counter() - t0, 1),
     }
-    return {"model": model, "trainer": PolicyTrainer(model, settings), "folders": folders}
+    return folders
+
+
+def learner(a, learner_cfg):
+    """The learner's model under version 1 (its float32 weights) and its trainer, for recomputing."""
+    from treegrpo_learner._model import load_base, wrap_lora
+    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
+
+    settings = TrainerSettings.from_config(learner_cfg)
+    base = load_base(a.model, settings.dtype, settings.device)
+    model = wrap_lora(base, learner_cfg.lora, adapter_dir=a.work / "adapter-v1-float32")
+    return PolicyTrainer(model, settings)
 
 
 def engine_info(backend) -> dict:
@@ -139,7 +153,7 @@ async def throughput(a, rec, backend, prompts, kv: str) -> list:
     return kept
 
 
-async def engine_pass(a, rec, sampler_cfg, learner: dict, prompts, kv: str, first: bool) -> list:
+async def engine_pass(a, rec, sampler_cfg, folders: dict[int, Path], prompts, kv: str, first: bool) -> list:
     from treegrpo_sampler.backends._vllm import VllmBackend
 
     backend = VllmBackend(a.model, sampler_cfg.vllm)
@@ -149,29 +163,33 @@ async def engine_pass(a, rec, sampler_cfg, learner: dict, prompts, kv: str, firs
     try:
         await groups_at_once(backend, prompts[:1], 2, 8, 0)  # warm-up
         t0 = time.perf_counter()
-        await backend.load_adapter(1, learner["folders"][1])
+        await backend.load_adapter(1, folders[1])
         rec[f"{kv}_first_load_s"] = round(time.perf_counter() - t0, 3)
         kept = await rec.phase(f"{kv}_throughput", throughput(a, rec, backend, prompts, kv))
         if first and a.swaps:
-            folders = [learner["folders"][1], learner["folders"][2]]
-            await rec.phase("swap", P.swap_phase(rec, backend, folders, a.work, prompts[0], a.swaps))
+            versions = [folders[1], folders[2]]
+            await rec.phase("swap", P.swap_phase(rec, backend, versions, a.work, prompts[0], a.swaps))
         return kept or []
     finally:
         await backend.close()
         gc.collect()
 
 
-def agreement(rec, learner: dict, groups: list, kv: str) -> None:
-    """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own."""
+def agreement(a, rec, learner_cfg, groups: list, kv: str) -> None:
+    """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own; the learner is
+    loaded after the engine is gone (both do not fit an 80 GB card at the 9B's shape)."""
     import numpy as np
 
-    comps = [c for group in groups for c in group]
     t0 = time.perf_counter()
-    deltas, ratios = P.compare(learner["trainer"], comps, "default")
+    trainer = learner(a, learner_cfg)
+    loaded = time.perf_counter()
+    comps = [c for group in groups for c in group]
+    deltas, ratios = P.compare(trainer, comps, "default")
     r = np.asarray(ratios)
     rec[f"{kv}_agreement"] = {
         "tokens": len(deltas),
-        "learner_s": round(time.perf_counter() - t0, 1),
+        "learner_load_s": round(loaded - t0, 1),
+        "learner_s": round(time.perf_counter() - loaded, 1),
         "abs_delta": P.quantiles(np.abs(deltas).tolist()),
         "mean_signed_delta": float(np.mean(deltas)),
         "mean_sampled_logprob": float(np.concatenate([np.asarray(c.logprobs) for c in comps]).mean()),
@@ -179,6 +197,7 @@ def agreement(rec, learner: dict, groups: list, kv: str) -> None:
         "share_above_cap_2": float((r > 2.0).mean()),
         "share_below_0.5": float((r < 0.5).mean()),
     }
+    M.free(trainer)
 
 
 async def main_async(a) -> None:
@@ -206,20 +225,20 @@ async def main_async(a) -> None:
         ]
         subprocess.run(cmd, check=True)
         rec["model_build_s"] = round(time.perf_counter() - t0, 1)
-    sampler_cfg, learner_cfg = run_file(a, a.kv[0])
-    learner = make_adapters(a, rec, learner_cfg)
-    if not a.agreement:  # the 27B's learner cannot stay beside its engine: its weights go first
-        learner = {"folders": learner["folders"]}
-        M.free()
+    _, learner_cfg = run_file(a, a.kv[0])
+    folders = make_adapters(a, rec, learner_cfg)
+    M.free()  # the learner's copy of the base off the GPU before the engine profiles its memory
     prompts = M.long_prompts(Path(a.model), max(a.seqs) // a.group, a.prompt_tokens)
     for k, kv in enumerate(a.kv):
         sampler_cfg, _ = run_file(a, kv)
         groups = await rec.phase(
-            f"{kv}_engine_pass", engine_pass(a, rec, sampler_cfg, learner, prompts, kv, k == 0)
+            f"{kv}_engine_pass", engine_pass(a, rec, sampler_cfg, folders, prompts, kv, k == 0)
         )
         M.free()
         if a.agreement and groups:
-            await rec.phase(f"{kv}_agreement_pass", asyncio.to_thread(agreement, rec, learner, groups, kv))
+            await rec.phase(
+                f"{kv}_agreement_pass", asyncio.to_thread(agreement, a, rec, learner_cfg, groups, kv)
+            )
     rec["done"] = True
 
 
@@ -239,7 +258,9 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--swaps", type=int, default=3)
-    ap.add_argument("--util", type=float, default=0.55, help="the engine's gpu_memory_utilization")
+    ap.add_argument(
+        "--util", type=float, default=0.85, help="the engine's gpu_memory_utilization (alone on the GPU)"
+    )
     ap.add_argument("--b-std", type=float, default=0.004, help="std of the random LoRA B weights")
     ap.add_argument("--agreement", action=argparse.BooleanOptionalAction, default=True)
     a = ap.parse_args()
