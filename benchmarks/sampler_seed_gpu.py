@@ -75,10 +75,12 @@ def run_file(a, kv: str):
     return rf.service("sampler"), rf.service("learner")
 
 
-def make_adapters(a, rec, learner_cfg) -> dict[int, Path]:
+def make_adapters(a, rec, learner_cfg) -> tuple[dict[int, Path], object]:
     """Two random versions of an adapter on the preset's targets, published the learner's way
-    (write_archive: its dtype, its state file) and unpacked as the sampler unpacks them; version 1's
-    float32 weights (what the learner trains and recomputes with) are kept beside them."""
+    (write_archive: its dtype, its state file) and unpacked as the sampler unpacks them; returns
+    them and the learner's model under version 1 (float32 LoRA, as it trains), parked in host
+    memory. It is loaded here, before anything imports vLLM: vLLM registers its own `qwen3_5`
+    config class with transformers' AutoConfig, under which the causal-LM class no longer loads."""
     import torch
 
     from treegrpo_learner._model import load_base, wrap_lora
@@ -90,7 +92,7 @@ def make_adapters(a, rec, learner_cfg) -> dict[int, Path]:
     model = wrap_lora(load_base(a.model, settings.dtype, settings.device), learner_cfg.lora)
     dtype = learner_cfg.publish.dtype if learner_cfg.publish.dtype != "auto" else settings.dtype
     folders = {}
-    for version in (2, 1):  # 1 last: its float32 weights are saved below
+    for version in (2, 1):  # 1 last: the model keeps the weights vLLM serves first
         gen = torch.Generator(device="cpu").manual_seed(version)
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -99,7 +101,6 @@ def make_adapters(a, rec, learner_cfg) -> dict[int, Path]:
         tar = write_archive(model, {"bench": version}, a.work / f"v{version}.tar", dtype)
         folders[version] = a.work / f"adapter-v{version}"
         read_archive(tar, folders[version])
-    model.save_pretrained(a.work / "adapter-v1-float32")
     rec["adapters"] = {
         "targets": list(learner_cfg.lora.target_modules),
         "rank": learner_cfg.lora.r,
@@ -108,18 +109,7 @@ def make_adapters(a, rec, learner_cfg) -> dict[int, Path]:
         "lora_params": sum(p.numel() for n, p in model.named_parameters() if "lora_" in n),
         "build_s": round(time.perf_counter() - t0, 1),
     }
-    return folders
-
-
-def learner(a, learner_cfg):
-    """The learner's model under version 1 (its float32 weights) and its trainer, for recomputing."""
-    from treegrpo_learner._model import load_base, wrap_lora
-    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
-
-    settings = TrainerSettings.from_config(learner_cfg)
-    base = load_base(a.model, settings.dtype, settings.device)
-    model = wrap_lora(base, learner_cfg.lora, adapter_dir=a.work / "adapter-v1-float32")
-    return PolicyTrainer(model, settings)
+    return folders, model.to("cpu")
 
 
 def engine_info(backend) -> dict:
@@ -175,20 +165,23 @@ async def engine_pass(a, rec, sampler_cfg, folders: dict[int, Path], prompts, kv
         gc.collect()
 
 
-def agreement(a, rec, learner_cfg, groups: list, kv: str) -> None:
-    """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own; the learner is
-    loaded after the engine is gone (both do not fit an 80 GB card at the 9B's shape)."""
+def agreement(rec, learner_cfg, model, groups: list, kv: str) -> None:
+    """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own; the learner's
+    model comes onto the GPU once the engine is gone (both do not fit an 80 GB card at the 9B)."""
     import numpy as np
 
+    from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
+
     t0 = time.perf_counter()
-    trainer = learner(a, learner_cfg)
+    settings = TrainerSettings.from_config(learner_cfg)
+    trainer = PolicyTrainer(model.to(settings.device), settings)
     loaded = time.perf_counter()
     comps = [c for group in groups for c in group]
     deltas, ratios = P.compare(trainer, comps, "default")
     r = np.asarray(ratios)
     rec[f"{kv}_agreement"] = {
         "tokens": len(deltas),
-        "learner_load_s": round(loaded - t0, 1),
+        "learner_to_device_s": round(loaded - t0, 1),
         "learner_s": round(time.perf_counter() - loaded, 1),
         "abs_delta": P.quantiles(np.abs(deltas).tolist()),
         "mean_signed_delta": float(np.mean(deltas)),
@@ -197,6 +190,7 @@ def agreement(a, rec, learner_cfg, groups: list, kv: str) -> None:
         "share_above_cap_2": float((r > 2.0).mean()),
         "share_below_0.5": float((r < 0.5).mean()),
     }
+    model.to("cpu")
     M.free(trainer)
 
 
@@ -226,7 +220,7 @@ async def main_async(a) -> None:
         subprocess.run(cmd, check=True)
         rec["model_build_s"] = round(time.perf_counter() - t0, 1)
     _, learner_cfg = run_file(a, a.kv[0])
-    folders = make_adapters(a, rec, learner_cfg)
+    folders, model = make_adapters(a, rec, learner_cfg)
     M.free()  # the learner's copy of the base off the GPU before the engine profiles its memory
     prompts = M.long_prompts(Path(a.model), max(a.seqs) // a.group, a.prompt_tokens)
     for k, kv in enumerate(a.kv):
@@ -237,7 +231,7 @@ async def main_async(a) -> None:
         M.free()
         if a.agreement and groups:
             await rec.phase(
-                f"{kv}_agreement_pass", asyncio.to_thread(agreement, a, rec, learner_cfg, groups, kv)
+                f"{kv}_agreement_pass", asyncio.to_thread(agreement, rec, learner_cfg, model, groups, kv)
             )
     rec["done"] = True
 
