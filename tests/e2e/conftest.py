@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 
 @pytest.fixture(scope="session")
 def demo_policy(tmp_path_factory):
     """The demo policy built exactly as `make demo` builds it (small local model + SFT on the seed
-    corpus), once per session: the SFT takes ~3.5 min on 2 cores and two suites need it."""
-    from treegrpo_learner.sft import prepare_demo_policy
+    corpus), once per session: the SFT takes ~3.5 min on 2 cores and two suites need it. Under
+    $TREEGRPO_TEST_DEMO_POLICY when set (`.ci/run` starts that build in the background, beside
+    lint and `make test`: demo_policy.py), else in a fresh folder."""
+    from tests.e2e.demo_policy import FOLDER_ENV, build
 
-    home = tmp_path_factory.mktemp("demo-policy-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TREEGRPO_HOME", str(home))
-        return prepare_demo_policy(home / "demo", show_progress=False)
+    folder = os.environ.get(FOLDER_ENV)
+    return build(Path(folder) if folder else tmp_path_factory.mktemp("demo-policy"))
 
 
 @pytest.fixture(scope="session")
