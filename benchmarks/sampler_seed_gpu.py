@@ -1,15 +1,15 @@
-"""The sampler at the seed's shapes on one H200 (issue 29, items 5 and 6): the sampler's own
+"""The sampler at the seed's shapes on one GPU (issue 29, items 5 and 6): the sampler's own
 VllmBackend serving a random Qwen3.5-9B / Qwen3.6-27B checkpoint (`treegrpo model init --shape`)
 with the settings its preset ships (treegrpo/examples/seed-<shape>-h200.toml: `language_model_only`,
 Triton GDN prefill, prefix caching, LoRA r32 on the preset's targets, bf16 adapters).
 
     python3 benchmarks/sampler_seed_gpu.py --shape qwen35-9b --out $OUT   # benchmarks/seed_round_gpu.sh bench
-    .venv-vllm/bin/python benchmarks/sampler_seed_gpu.py --small          # CPU smoke run of every phase
+    .venv-vllm/bin/python benchmarks/sampler_seed_gpu.py --small          # the tiny shape on the CPU
 
 Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
   throughput  groups of G=16 siblings on distinct ~2k-token prompts, 1,024 new tokens, at 64, 128
-              and 256 sequences in flight (4, 8, 16 groups: one task's draft groups, two tasks',
-              all four tasks'), tok/s against the decode bound of benchmarks/decode_bound.py at the
+              and 256 sequences in flight (4, 8, 16 groups: two tasks' draft groups, all four
+              tasks', twice that), tok/s against the decode bound of benchmarks/decode_bound.py at the
               HBM bandwidth measured in the same call; per run the engine's counts (prompt tokens
               the siblings found in the prefix cache, preemptions, peak KV use)
   swaps       (first dtype) adapter published -> loaded through the real push path: the learner's
