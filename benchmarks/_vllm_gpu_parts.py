@@ -225,6 +225,24 @@ def quantiles(xs: list[float]) -> dict:
     }
 
 
+def agreement_stats(deltas: list[float], ratios: list[float], comps) -> dict:
+    """|learner - vLLM| per token and the importance ratios it makes (TIS cap 2), summarised."""
+    import numpy as np
+
+    r = np.asarray(ratios)
+    return {
+        "tokens": len(deltas),
+        "abs_delta": quantiles(np.abs(deltas).tolist()),
+        "mean_signed_delta": float(np.mean(deltas)),
+        "mean_sampled_logprob": float(np.concatenate([np.asarray(c.logprobs) for c in comps]).mean()),
+        "tis_raw_ratio": quantiles(r.tolist()),
+        "tis_ratio_p1": float(np.quantile(r, 0.01)),
+        "share_capped_at_2": float((r > 2.0).mean()),
+        "share_below_0.5": float((r < 0.5).mean()),
+        "tis_weight_mean_capped": float(np.minimum(r, 2.0).mean()),
+    }
+
+
 async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled, proof) -> None:
     def run() -> None:
         import numpy as np
@@ -232,19 +250,7 @@ async def agreement_phase(a, rec, model_dir: Path, adapters: list[Path], sampled
         model, trainer = learner(a, model_dir, adapters)
         names = ["default"] + [f"a{i}" for i in range(1, len(adapters))]
         comps = [c for group in sampled for c in group]
-        deltas, ratios = compare(trainer, comps, names[0])
-        r = np.asarray(ratios)
-        vllm_lp = np.concatenate([np.asarray(c.logprobs) for c in comps])
-        rec["agreement"] = {
-            "abs_delta": quantiles(np.abs(deltas).tolist()),
-            "mean_signed_delta": float(np.mean(deltas)),
-            "mean_sampled_logprob": float(vllm_lp.mean()),
-            "tis_raw_ratio": quantiles(r.tolist()),
-            "tis_ratio_p1": float(np.quantile(r, 0.01)),
-            "share_capped_at_2": float((r > 2.0).mean()),
-            "share_below_0.5": float((r < 0.5).mean()),
-            "tis_weight_mean_capped": float(np.minimum(r, 2.0).mean()),
-        }
+        rec["agreement"] = agreement_stats(*compare(trainer, comps, names[0]), comps)
         rows = []
         for p in proof or []:
             served, other = names[p["adapter"]], names[1 - p["adapter"]]

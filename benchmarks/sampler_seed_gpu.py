@@ -78,8 +78,8 @@ def run_file(a, kv: str):
 def make_adapters(a, rec, learner_cfg) -> tuple[dict[int, Path], object]:
     """Two random versions of an adapter on the preset's targets, published the learner's way
     (write_archive: its dtype, its state file) and unpacked as the sampler unpacks them; returns
-    them and the learner's model under version 1 (float32 LoRA, as it trains), parked in host
-    memory. It is loaded here, before anything imports vLLM: vLLM registers its own `qwen3_5`
+    them and the learner's model under version 1 (float32 LoRA, as it trains), still on its device.
+    It is loaded here, before anything imports vLLM: vLLM registers its own `qwen3_5`
     config class with transformers' AutoConfig, under which the causal-LM class no longer loads."""
     import torch
 
@@ -109,7 +109,7 @@ def make_adapters(a, rec, learner_cfg) -> tuple[dict[int, Path], object]:
         "lora_params": sum(p.numel() for n, p in model.named_parameters() if "lora_" in n),
         "build_s": round(time.perf_counter() - t0, 1),
     }
-    return folders, model.to("cpu")
+    return folders, model
 
 
 def engine_info(backend) -> dict:
@@ -132,7 +132,7 @@ async def throughput(a, rec, backend, prompts, kv: str) -> list:
                 kept = run["completions"]
             runs.append({**strip(run), "engine": backend.counts.snapshot()})
         tok_s = statistics.median(r["tok_s"] for r in runs)
-        limit = bound(a.bound_shape, seqs, a.prompt_tokens, a.new_tokens, 1 if kv != "auto" else 2, a.hbm)
+        limit = bound(a.shape, seqs, a.prompt_tokens, a.new_tokens, 1 if kv != "auto" else 2, a.hbm)
         rec[f"{kv}_{seqs}"] = {
             "runs": runs,
             "tok_s": tok_s,
@@ -168,8 +168,6 @@ async def engine_pass(a, rec, sampler_cfg, folders: dict[int, Path], prompts, kv
 def agreement(rec, learner_cfg, model, groups: list, kv: str) -> None:
     """The learner's log-probs of vLLM's samples (same adapter) against vLLM's own; the learner's
     model comes onto the GPU once the engine is gone (both do not fit an 80 GB card at the 9B)."""
-    import numpy as np
-
     from treegrpo_learner._trainer import PolicyTrainer, TrainerSettings
 
     t0 = time.perf_counter()
@@ -177,18 +175,11 @@ def agreement(rec, learner_cfg, model, groups: list, kv: str) -> None:
     trainer = PolicyTrainer(model.to(settings.device), settings)
     loaded = time.perf_counter()
     comps = [c for group in groups for c in group]
-    deltas, ratios = P.compare(trainer, comps, "default")
-    r = np.asarray(ratios)
+    stats = P.agreement_stats(*P.compare(trainer, comps, "default"), comps)
     rec[f"{kv}_agreement"] = {
-        "tokens": len(deltas),
         "learner_to_device_s": round(loaded - t0, 1),
         "learner_s": round(time.perf_counter() - loaded, 1),
-        "abs_delta": P.quantiles(np.abs(deltas).tolist()),
-        "mean_signed_delta": float(np.mean(deltas)),
-        "mean_sampled_logprob": float(np.concatenate([np.asarray(c.logprobs) for c in comps]).mean()),
-        "ratio": P.quantiles(r.tolist()),
-        "share_above_cap_2": float((r > 2.0).mean()),
-        "share_below_0.5": float((r < 0.5).mean()),
+        **stats,
     }
     model.to("cpu")
     M.free(trainer)
@@ -221,7 +212,10 @@ async def main_async(a) -> None:
         rec["model_build_s"] = round(time.perf_counter() - t0, 1)
     _, learner_cfg = run_file(a, a.kv[0])
     folders, model = make_adapters(a, rec, learner_cfg)
-    M.free()  # the learner's copy of the base off the GPU before the engine profiles its memory
+    # the learner's copy of the base off the GPU before the engine profiles its memory: parked in
+    # host memory for the agreement, else dropped (the 27B's would take 54 GB of it for nothing)
+    model = model.to("cpu") if a.agreement else None
+    M.free()
     prompts = M.long_prompts(Path(a.model), max(a.seqs) // a.group, a.prompt_tokens)
     for k, kv in enumerate(a.kv):
         sampler_cfg, _ = run_file(a, kv)
@@ -261,7 +255,6 @@ def main() -> None:
     a.work = Path(a.work)
     a.work.mkdir(parents=True, exist_ok=True)
     a.model = a.model or str(a.work / ("qwen35-tiny" if a.small else a.shape))
-    a.bound_shape = a.shape  # the smoke run's bound is the 9B's: only the code path is checked there
     if a.small:
         a.kv, a.seqs, a.group, a.prompt_tokens, a.new_tokens = ["auto"], [8, 16], 4, 200, 16
         a.repeats, a.b_std, a.util, a.swaps = 1, 0.05, 0.5, 2
