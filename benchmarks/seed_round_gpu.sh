@@ -57,7 +57,9 @@ bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detache
   shift
   ready
   echo bench > "$STATE/current"
-  setsid bash -c "python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench $* > $STATE/bench.log 2>&1; \
+  # the checkpoint where the loop's test builds it: one copy of a shape on the disk, reused by both
+  setsid bash -c "python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench --models $STATE/home/models $* \
+    > $STATE/bench.log 2>&1; \
     echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
   echo "started sampler_seed_gpu.py $* (pid $!)"
   wait_for "$limit"

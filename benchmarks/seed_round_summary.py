@@ -3,10 +3,15 @@
     python3 benchmarks/seed_round_summary.py OUT_DIR/<shape>   # written by tests/gpu/test_seed_presets_gpu.py
 
 Reads `timing.jsonl` (the run's export: one line per learner step), `dmon.log` (`nvidia-smi dmon -s um
--d 1` over the whole run), `wall.json` and the learner's log (its per-step tokens forwarded and
-seconds: the in-loop MFU); prints JSON. GPU busy share = the share of the run's
-seconds whose SM utilisation sample is above 0 (nvidia-smi's "sm": any kernel resident in that
-second), and the mean SM utilisation; memory = the device's peak frame-buffer use.
+-d 1 -o DT` over the whole run), `wall.json`, `nodes.json` (round, status, reward, exec_time per node)
+and the learner's log (its per-step tokens forwarded and seconds: the in-loop MFU); prints JSON.
+GPU busy share = the share of the seconds whose SM utilisation sample is above 0 (nvidia-smi's "sm":
+any kernel resident in that second), and the mean SM utilisation; memory = the device's peak
+frame-buffer use. Over the whole run that share holds the engine's start and fla's first autotune;
+`cycles` gives it per warm period instead: from one learner step's line to the next (the previous
+step's checkpoint and adapter push, the engine's wake, the round's generation, the executor and
+grader, the engine's sleep, the update), with the executor's time on that round's node scripts
+beside it (the sum over nodes, which run 16 at a time: an upper bound on the executor's wall).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import re
 import statistics
 import sys
+from datetime import datetime
 from pathlib import Path
 
 NODES_PER_STEP = 64  # 1 task x E4 x G16, synchronous: one step trains one round
@@ -22,11 +28,13 @@ PEAK = 989e12  # H100/H200 dense bf16, as benchmarks/_hybrid_models.py counts MF
 PARAMS = {"qwen35-9b": 8_953_803_264, "qwen36-27b": 26_895_998_464}  # `treegrpo model init --shape`
 # the learner's line per step (services/learner/treegrpo_learner/_trainer.py)
 STEP_LINE = re.compile(r"step: (\d+) of (\d+) sequences trained, (\d+) tokens forwarded in ([\d.]+) s")
+# the same line with the log's asctime in front (treegrpo.cli's logging format): when the step ended
+TIMED_STEP_LINE = re.compile(r"^([\d-]{10} [\d:]{8}),\d+ .*step: \d+ of \d+ sequences trained", re.M)
 
 
 def learner_steps(folder: Path) -> list[dict]:
-    """Per step: tokens the update forwarded, its seconds, tok/s and MFU (6 N per token; the
-    attention term is <1 % at these lengths), in the order the learner logged them."""
+    """Per step: sequences trained, tokens the update forwarded, its seconds, tok/s and MFU (6 N per
+    token; the attention term is <1 % at these lengths), in the order the learner logged them."""
     rows = []
     n = PARAMS.get(folder.name)
     for log in sorted(folder.glob("learner*")):
@@ -40,17 +48,26 @@ def learner_steps(folder: Path) -> list[dict]:
     return rows
 
 
-def dmon(path: Path) -> dict:
-    cols, sm, fb = [], [], []
+def dmon_samples(path: Path) -> list[dict]:
+    """`nvidia-smi dmon` rows as dicts keyed by its header (`# gpu sm ...`, or `#Date Time gpu ...`
+    with `-o DT`); with a Date and Time, each row's `at` is that second (local time, as the logs)."""
+    cols, rows = [], []
     for line in path.read_text().splitlines() if path.exists() else []:
-        if line.startswith("# gpu"):
-            cols = line[1:].split()
-        elif line.strip() and not line.startswith("#") and cols:
+        if line.startswith("#"):
+            names = line.lstrip("#").split()
+            if "gpu" in names and "sm" in names:
+                cols = names
+        elif line.strip() and cols:
             row = dict(zip(cols, line.split(), strict=False))
-            if row.get("sm", "-").isdigit():
-                sm.append(int(row["sm"]))
-            if row.get("fb", "-").isdigit():
-                fb.append(int(row["fb"]))
+            if "Date" in row and "Time" in row:
+                row["at"] = datetime.strptime(f"{row['Date']} {row['Time']}", "%Y%m%d %H:%M:%S")
+            rows.append(row)
+    return rows
+
+
+def busy(rows: list[dict]) -> dict:
+    sm = [int(r["sm"]) for r in rows if r.get("sm", "-").isdigit()]
+    fb = [int(r["fb"]) for r in rows if r.get("fb", "-").isdigit()]
     if not sm:
         return {}
     return {
@@ -61,15 +78,44 @@ def dmon(path: Path) -> dict:
     }
 
 
+def step_ends(folder: Path) -> dict[int, datetime]:
+    """Each learner step's end (its log line's time), by step: the learner logs one line a step, in
+    order (the line's numbers are sequences, not the step)."""
+    ends = []
+    for log in sorted(folder.glob("learner*")):
+        ends += [m.group(1) for m in TIMED_STEP_LINE.finditer(log.read_text(errors="replace"))]
+    return {k: datetime.strptime(t, "%Y-%m-%d %H:%M:%S") for k, t in enumerate(ends, start=1)}
+
+
+def cycles(rows: list[dict], ends: dict[int, datetime], nodes: list[dict]) -> list[dict]:
+    """GPU busy per period between consecutive step ends (step k's period holds round k's
+    generation), with the executor's seconds on round k's scripts."""
+    timed = [r for r in rows if "at" in r]
+    out = []
+    for k in sorted(ends):
+        if k - 1 not in ends:
+            continue
+        window = [r for r in timed if ends[k - 1] < r["at"] <= ends[k]]
+        row = {"step": k, "wall_s": (ends[k] - ends[k - 1]).total_seconds(), **busy(window)}
+        exec_s = [n.get("exec_time") or 0.0 for n in nodes if n.get("round") == k]
+        row["exec_s_sum"] = sum(exec_s)
+        row["exec_s_max"] = max(exec_s, default=0.0)
+        out.append(row)
+    return out
+
+
 def main(folder: Path) -> dict:
     lines = (folder / "timing.jsonl").read_text().splitlines() if (folder / "timing.jsonl").exists() else []
     steps = [json.loads(x) for x in lines if x.strip()]
     phases = sorted({k for s in steps for k in s["phases_s"]})
+    rows = dmon_samples(folder / "dmon.log")
+    nodes = json.loads((folder / "nodes.json").read_text()) if (folder / "nodes.json").exists() else []
     out = {
         "steps": steps,
         "median_phases_s": {p: statistics.median(s["phases_s"].get(p, 0.0) for s in steps) for p in phases},
         "per_node_s": [s["total_s"] / NODES_PER_STEP for s in steps],
-        "gpu": dmon(folder / "dmon.log"),
+        "gpu": busy(rows),
+        "cycles": cycles(rows, step_ends(folder), nodes),
         "learner": learner_steps(folder),
     }
     if (folder / "wall.json").exists():

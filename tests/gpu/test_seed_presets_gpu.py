@@ -53,7 +53,7 @@ def _run(preset: str, model: Path, home: Path, out: Path, rounds: int) -> Path:
     cmd += ["--set", f'sampler.model="{model}"', "--set", f'learner.model="{model}"']
     cmd += ["--set", f"run.rounds={rounds}"]
     dmon = subprocess.Popen(
-        ["nvidia-smi", "dmon", "-s", "um", "-d", "1"], stdout=(out / "dmon.log").open("w")
+        ["nvidia-smi", "dmon", "-s", "um", "-d", "1", "-o", "DT"], stdout=(out / "dmon.log").open("w")
     )
     started = time.time()
     try:
@@ -95,7 +95,7 @@ def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     shutil.copy(timing_files[0], out / "timing.jsonl")
     rows = _records(run_dir)
     (out / "nodes.json").write_text(
-        json.dumps([{k: r.get(k) for k in ("round", "status", "reward")} for r in rows])
+        json.dumps([{k: r.get(k) for k in ("round", "status", "reward", "exec_time")} for r in rows])
     )
     for n in range(1, rounds + 1):
         assert len([r for r in rows if r["round"] == n]) == 64, n
