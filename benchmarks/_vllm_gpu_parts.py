@@ -198,15 +198,20 @@ def learner(a, model_dir: Path, adapters: list[Path]):
     return model, PolicyTrainer(model, TrainerSettings(device=a.device, dtype=a.dtype))
 
 
-def compare(trainer, completions, adapter_name: str) -> tuple[list[float], list[float]]:
-    """(learner - vLLM) per token, and the raw importance ratios exp(learner - vLLM)."""
+def compare(trainer, completions, adapter_name: str | None) -> tuple[list[float], list[float]]:
+    """(learner - vLLM) per token, and the raw importance ratios exp(learner - vLLM); the learner
+    under `adapter_name`, or its base alone (the adapter disabled) with None."""
     import torch
 
     from treegrpo_learner._packing import SeqSpec
 
-    trainer.model.set_adapter(adapter_name)
     seqs = [SeqSpec(tuple(c.prompt_token_ids), tuple(c.token_ids)) for c in completions]
-    ours = trainer.logprobs(seqs)
+    if adapter_name is None:
+        with trainer.model.disable_adapter():
+            ours = trainer.logprobs(seqs)
+    else:
+        trainer.model.set_adapter(adapter_name)
+        ours = trainer.logprobs(seqs)
     deltas = torch.cat([o - torch.tensor(c.logprobs) for o, c in zip(ours, completions, strict=True)])
     return deltas.tolist(), deltas.exp().tolist()
 

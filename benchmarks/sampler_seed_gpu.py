@@ -17,7 +17,9 @@ Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
               nats-server, gRPC push, sha256, untar, key renaming, add_lora, policy.loaded
   agreement   (`--agreement`, after the engine is gone) the learner's log-probs (its own model and
               packing, the preset's gdn backend and shared prompts) under the adapter's float32
-              weights against vLLM's raw log-probs of the 64-sequence run under the published copy
+              weights against vLLM's raw log-probs of the 64-sequence run under the published copy,
+              and the learner's base alone against the same (the adapter acts in vLLM: this |delta|
+              is the larger one)
 The engine runs alone on the GPU (`--util`, default 0.85): the 9B's numbers fit an 80 GB H100 too.
 Each phase lands in <out>/sampler_seed.json as it ends; a failed phase is recorded, the rest run.
 """
@@ -177,10 +179,15 @@ def agreement(rec, learner_cfg, model, groups: list, kv: str) -> None:
     loaded = time.perf_counter()
     comps = [c for group in groups for c in group]
     stats = P.agreement_stats(*P.compare(trainer, comps, "default"), comps)
+    learner_s = time.perf_counter() - loaded
+    # the same samples against the learner's base alone: were the adapter a no-op in vLLM (an
+    # unrenamed adapter is, silently: vLLM#48019), this would be the close one, not the above
+    base_deltas, _ = P.compare(trainer, comps, None)
     rec[f"{kv}_agreement"] = {
         "learner_to_device_s": round(loaded - t0, 1),
-        "learner_s": round(time.perf_counter() - loaded, 1),
+        "learner_s": round(learner_s, 1),
         **stats,
+        "abs_delta_against_base": P.quantiles([abs(d) for d in base_deltas]),
     }
     model.to("cpu")
     M.free(trainer)
