@@ -122,8 +122,11 @@ class AdapterLoader:
                 return None
             await asyncio.sleep(0.2)
 
-    async def load_archive(self, run_id: str, version: int, archive: Path, claimed_sha: str) -> LoadResult:
-        """Verify `archive` (a tar of a peft adapter folder) and serve it as `version`."""
+    async def load_archive(
+        self, run_id: str, version: int, archive: Path, claimed_sha: str, actual_sha: str | None = None
+    ) -> LoadResult:
+        """Verify `archive` (a tar of a peft adapter folder) and serve it as `version`; `actual_sha`:
+        the sha256 of its bytes where the caller hashed them as it wrote the file (else read here)."""
         async with self._lock:
             if version == self.backend.version and version > 0:
                 if claimed_sha == self.serving_sha:
@@ -132,7 +135,7 @@ class AdapterLoader:
                 return self._refuse(f"v{version} is already serving with sha256 {self.serving_sha[:12]}…")
             if version < self.backend.version:
                 return self._refuse(f"v{version} is older than the serving v{self.backend.version}")
-            actual = await asyncio.to_thread(file_sha256, archive)
+            actual = actual_sha or await asyncio.to_thread(file_sha256, archive)
             if actual != claimed_sha:
                 return self._refuse(
                     f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
