@@ -16,6 +16,8 @@
 #   there: bash benchmarks/seed_round_gpu.sh wait [LIMIT_S]
 #   there: bash benchmarks/seed_round_gpu.sh bench LIMIT_S --shape qwen35-9b   (the sampler at the seed's
 #          shapes: benchmarks/sampler_seed_gpu.py, detached like start; then: wait)
+#   there: TG_THEN_START=qwen35-9b TG_SEED_ROUNDS=3 bash benchmarks/seed_round_gpu.sh bench LIMIT_S --shape
+#          qwen35-9b ...   (the benchmark, then that shape's round in the same job; then: wait, wait)
 # Results under $OUT (what the last command wrote comes back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,16 +54,22 @@ ready() {  # the checkout installed over the staged vLLM + fla, nats-server on P
   rm -f "$STATE/rc"
 }
 
-bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detached (then: wait)
-  local limit=$1
+bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detached (then: wait);
+  # with TG_THEN_START=SHAPE the loop's gpu test of that shape follows in the same detached job, on
+  # the checkpoint the benchmark built, so the GPU is not idle between the two (TG_SEED_ROUNDS holds)
+  local limit=$1 then=${TG_THEN_START:-}
   shift
   ready
-  echo bench > "$STATE/current"
+  rm -f "$STATE/pytest.log"  # a round's log from an earlier command is not this job's
+  echo "bench${then:+,$then}" > "$STATE/current"
   # the checkpoint where the loop's test builds it: one copy of a shape on the disk, reused by both
-  setsid bash -c "python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench --models $STATE/home/models $* \
-    > $STATE/bench.log 2>&1; \
-    echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
-  echo "started sampler_seed_gpu.py $* (pid $!)"
+  local job="python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench --models $STATE/home/models $* \
+    > $STATE/bench.log 2>&1"
+  [ -n "$then" ] && job+="; TG_SEED_SHAPES=$then python3 -m pytest -q -s -p no:cacheprovider -m gpu \
+    'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$then-seed-$then-h200.toml]' \
+    > $STATE/pytest.log 2>&1"
+  setsid bash -c "$job; echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
+  echo "started sampler_seed_gpu.py $*${then:+, then the $then round} (pid $!)"
   wait_for "$limit"
 }
 
@@ -85,7 +93,7 @@ wait_for() {  # wait [LIMIT_S]: until the test ends or the limit; what there is 
   while [ ! -f "$STATE/rc" ] && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 5; done
   collect
   local log=$STATE/pytest.log
-  [ "$(cat "$STATE/current")" = bench ] && log=$STATE/bench.log
+  [ "$(cut -d, -f1 "$STATE/current")" = bench ] && [ ! -s "$STATE/pytest.log" ] && log=$STATE/bench.log
   if [ -f "$STATE/rc" ]; then echo "done: rc=$(cat "$STATE/rc")"; else echo "still running after $((SECONDS - t0)) s"; fi
   tail -15 "$log"
 }
