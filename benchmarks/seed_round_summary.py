@@ -26,24 +26,30 @@ from pathlib import Path
 NODES_PER_STEP = 64  # 1 task x E4 x G16, synchronous: one step trains one round
 PEAK = 989e12  # H100/H200 dense bf16, as benchmarks/_hybrid_models.py counts MFU
 PARAMS = {"qwen35-9b": 8_953_803_264, "qwen36-27b": 26_895_998_464}  # `treegrpo model init --shape`
-# the learner's line per step (services/learner/treegrpo_learner/_trainer.py)
-STEP_LINE = re.compile(r"step: (\d+) of (\d+) sequences trained, (\d+) tokens forwarded in ([\d.]+) s")
-# the same line with the log's asctime in front (treegrpo.cli's logging format): when the step ended
-TIMED_STEP_LINE = re.compile(r"^([\d-]{10} [\d:]{8}),\d+ .*step: \d+ of \d+ sequences trained", re.M)
+# the learner's line per step (services/learner/treegrpo_learner/_trainer.py), with the log's asctime
+# in front when it has one (treegrpo.cli's logging format): when the step ended
+STEP_LINE = re.compile(
+    r"(?:^([\d-]{10} [\d:]{8}),\d+ [^\n]*?)?"
+    r"step: (\d+) of (\d+) sequences trained, (\d+) tokens forwarded in ([\d.]+) s",
+    re.M,
+)
 
 
 def learner_steps(folder: Path) -> list[dict]:
     """Per step: sequences trained, tokens the update forwarded, its seconds, tok/s and MFU (6 N per
-    token; the attention term is <1 % at these lengths), in the order the learner logged them."""
+    token; the attention term is <1 % at these lengths), in the order the learner logged them; `ended`
+    is the line's time where the log has one."""
     rows = []
     n = PARAMS.get(folder.name)
     for log in sorted(folder.glob("learner*")):
         for m in STEP_LINE.finditer(log.read_text(errors="replace")):
-            tokens, seconds = int(m.group(3)), float(m.group(4))
-            row = {"sequences_trained": int(m.group(1)), "tokens_forwarded": tokens, "update_s": seconds}
+            tokens, seconds = int(m.group(4)), float(m.group(5))
+            row = {"sequences_trained": int(m.group(2)), "tokens_forwarded": tokens, "update_s": seconds}
             row["tokens_per_s"] = tokens / seconds if seconds else None
             if n and seconds:
                 row["mfu"] = 6 * n * tokens / seconds / PEAK
+            if m.group(1):
+                row["ended"] = m.group(1)
             rows.append(row)
     return rows
 
@@ -78,18 +84,15 @@ def busy(rows: list[dict]) -> dict:
     }
 
 
-def step_ends(folder: Path) -> dict[int, datetime]:
-    """Each learner step's end (its log line's time), by step: the learner logs one line a step, in
-    order (the line's numbers are sequences, not the step)."""
-    ends = []
-    for log in sorted(folder.glob("learner*")):
-        ends += [m.group(1) for m in TIMED_STEP_LINE.finditer(log.read_text(errors="replace"))]
-    return {k: datetime.strptime(t, "%Y-%m-%d %H:%M:%S") for k, t in enumerate(ends, start=1)}
-
-
-def cycles(rows: list[dict], ends: dict[int, datetime], nodes: list[dict]) -> list[dict]:
-    """GPU busy per period between consecutive step ends (step k's period holds round k's
-    generation), with the executor's seconds on round k's scripts."""
+def cycles(rows: list[dict], steps: list[dict], nodes: list[dict]) -> list[dict]:
+    """GPU busy per period between consecutive step ends (`learner_steps`' `ended`, one line a step
+    in order: step k's period holds round k's generation), with the executor's seconds on round k's
+    scripts."""
+    ends = {
+        k: datetime.strptime(s["ended"], "%Y-%m-%d %H:%M:%S")
+        for k, s in enumerate(steps, start=1)
+        if "ended" in s
+    }
     timed = [r for r in rows if "at" in r]
     out = []
     for k in sorted(ends):
@@ -110,13 +113,14 @@ def main(folder: Path) -> dict:
     phases = sorted({k for s in steps for k in s["phases_s"]})
     rows = dmon_samples(folder / "dmon.log")
     nodes = json.loads((folder / "nodes.json").read_text()) if (folder / "nodes.json").exists() else []
+    learned = learner_steps(folder)
     out = {
         "steps": steps,
         "median_phases_s": {p: statistics.median(s["phases_s"].get(p, 0.0) for s in steps) for p in phases},
         "per_node_s": [s["total_s"] / NODES_PER_STEP for s in steps],
         "gpu": busy(rows),
-        "cycles": cycles(rows, step_ends(folder), nodes),
-        "learner": learner_steps(folder),
+        "cycles": cycles(rows, learned, nodes),
+        "learner": learned,
     }
     if (folder / "wall.json").exists():
         w = json.loads((folder / "wall.json").read_text())
