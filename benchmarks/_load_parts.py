@@ -86,9 +86,11 @@ class MemorySampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(self.every_s):
-            self.samples.append(
-                (time.monotonic(), self.progress(), {n: rss_mb(p) for n, p in self.pids.items()})
-            )
+            self.sample()
+        self.sample()  # the state at the end, however short the runs were
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), self.progress(), {n: rss_mb(p) for n, p in self.pids.items()}))
 
     def summary(self) -> dict:
         """Per process: RSS over the first and the last quarter of the samples (medians), the most,

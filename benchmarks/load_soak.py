@@ -102,10 +102,17 @@ async def export_and_report(url: str, run_id: str, out: Path, report: bool = Tru
 
 
 def deployed(
-    root: Path, runs: int, nodes: int, train: bool, concurrency: int, shape=(E, G), report: bool = True
+    root: Path,
+    runs: int,
+    nodes: int,
+    train: bool,
+    concurrency: int,
+    shape=(E, G),
+    report: bool = True,
+    memory_every_s: float = 2.0,
 ) -> dict:
     """The `load` and `soak` measurement in `root` (tests/e2e/test_load_soak.py runs a short one,
-    without the report's fixed ~5 s)."""
+    without the report's fixed ~5 s, sampling memory often enough for runs of a few seconds)."""
     home = root / "home"
     model = prepare_home(home)
     server, services = deployment(home, model, concurrency)
@@ -115,11 +122,12 @@ def deployed(
         procs = start_runs(home, server.url, runs, nodes, train, "load", shape)
         stop_poll = threading.Event()
         pids = {n: p.pid for n, p in zip(SERVICES, services, strict=True)} | {"nats-server": server.proc.pid}
-        mem = MemorySampler(pids, run_graded(server.url, list(procs), stop_poll))
+        mem = MemorySampler(pids, run_graded(server.url, list(procs), stop_poll), memory_every_s)
         mem.start()
         exits = {r: p.wait(run_timeout_s(runs, nodes) + 600) for r, p in procs.items()}
         wall = time.monotonic() - t0
         mem.done.set()
+        mem.join(10)
         stop_poll.set()
         alive = [p.poll() is None for p in services]
         per_run = {r: asyncio.run(node_times(server.url, r)) for r in procs}
