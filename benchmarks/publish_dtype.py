@@ -23,8 +23,8 @@ from pathlib import Path
 
 from treegrpo.bus import ADAPTERS, Bus
 from treegrpo.embedded import EmbeddedNats
+from treegrpo_learner._archive import write_archive
 from treegrpo_learner._model import tiny_qwen3, wrap_lora
-from treegrpo_learner._publish import write_archive
 from treegrpo_learner.config import LoraSettings
 
 DTYPES = ("float32", "bfloat16")
@@ -41,7 +41,7 @@ async def measure(model, work: Path, repeats: int) -> dict:
         for r in range(repeats):
             for dtype in DTYPES:
                 t0 = time.perf_counter()
-                tar = write_archive(model, {"state": {}}, work / f"{dtype}.tar", dtype)
+                tar = write_archive(model, {"state": {}}, work / f"{dtype}.tar", dtype).path
                 t1 = time.perf_counter()
                 await bus.put_object(ADAPTERS, f"bench/{dtype}-{r}.tar", tar)
                 t2 = time.perf_counter()

@@ -86,8 +86,8 @@ def make_adapters(a, rec, learner_cfg) -> tuple[dict[int, Path], object]:
     config class with transformers' AutoConfig, under which the causal-LM class no longer loads."""
     import torch
 
+    from treegrpo_learner._archive import read_archive, write_archive
     from treegrpo_learner._model import load_base, wrap_lora
-    from treegrpo_learner._publish import read_archive, write_archive
     from treegrpo_learner._trainer import TrainerSettings
 
     t0 = time.perf_counter()
@@ -101,7 +101,7 @@ def make_adapters(a, rec, learner_cfg) -> tuple[dict[int, Path], object]:
             for name, p in model.named_parameters():
                 if "lora_B" in name:
                     p.copy_(torch.randn(p.shape, generator=gen) * a.b_std)
-        tar = write_archive(model, {"bench": version}, a.work / f"v{version}.tar", dtype)
+        tar = write_archive(model, {"bench": version}, a.work / f"v{version}.tar", dtype).path
         folders[version] = a.work / f"adapter-v{version}"
         read_archive(tar, folders[version])
     rec["adapters"] = {

@@ -141,6 +141,15 @@ async def test_object_store_round_trips_a_50mb_blob(bus, tmp_path):
     assert hashlib.sha256(out.read_bytes()).hexdigest() == sha
 
 
+async def test_an_object_put_from_a_file_reports_the_sha256_of_its_bytes(bus, tmp_path):
+    for name, data in (("empty", b""), ("odd", os.urandom(3 * 1024 * 1024 + 7))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        sha, size = await bus.put_object("tg-adapters", f"files/{name}", path)
+        assert (sha, size) == (hashlib.sha256(data).hexdigest(), len(data))
+        assert await bus.object_digest("tg-adapters", f"files/{name}") == (len(data), sha)
+
+
 async def test_consumer_survives_server_restart_without_losing_events(nats_server):
     bus = await Bus.connect(nats_server.url, "test/restart", timeout_s=5)
     await bus.ensure()

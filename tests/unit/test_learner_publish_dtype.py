@@ -1,12 +1,16 @@
 """A version's published adapter in the base's dtype: bfloat16 halves the push, the tensors are
-the float32 master weights rounded once, and a learner resuming from it trains in float32 again.
+the float32 master weights rounded once (in memory, for the live model and for gathered ranks
+alike), the archive carries the sha256 of its bytes, and a learner resuming from it trains in
+float32 again.
 
 Imports a private module: `treegrpo_learner._checkpoint`, `treegrpo_learner._model`,
-`treegrpo_learner._publish` (what these tests exercise is not on the package's public surface).
+`treegrpo_learner._archive`, `treegrpo_learner._distributed` (what these tests exercise is not on
+the package's public surface).
 """
 
 from __future__ import annotations
 
+import hashlib
 import tarfile
 
 import torch
@@ -14,8 +18,8 @@ from safetensors.torch import load_file
 
 from treegrpo.config import from_values
 from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._archive import read_archive, write_archive
 from treegrpo_learner._model import tiny_qwen3, wrap_lora
-from treegrpo_learner._publish import read_archive, write_archive
 from treegrpo_learner.config import LearnerConfig, LoraSettings
 
 
@@ -30,8 +34,8 @@ def _adapter(seed: int = 0):
 
 def test_a_bfloat16_archive_holds_half_the_adapter_bytes_rounded_from_the_float32_weights(tmp_path):
     model = _adapter()
-    full = write_archive(model, {"state": {}}, tmp_path / "f32.tar")
-    half = write_archive(model, {"state": {}}, tmp_path / "bf16.tar", "bfloat16")
+    full = write_archive(model, {"state": {}}, tmp_path / "f32.tar").path
+    half = write_archive(model, {"state": {}}, tmp_path / "bf16.tar", "bfloat16").path
     sizes = {}
     for name, tar in (("f32", full), ("bf16", half)):
         read_archive(tar, tmp_path / name)
@@ -60,3 +64,32 @@ def test_a_learner_resuming_from_a_bfloat16_archive_trains_in_float32(tmp_path):
 def test_publish_dtype_follows_the_base_unless_set():
     assert from_values(LearnerConfig, {}).publish.dtype == "auto"
     assert from_values(LearnerConfig, {"publish": {"dtype": "bfloat16"}}).publish.dtype == "bfloat16"
+
+
+def test_a_bfloat16_archive_of_gathered_weights_matches_the_one_of_the_live_model(tmp_path):
+    from treegrpo_learner._distributed import GatheredAdapter, gather_adapter
+
+    model = _adapter()
+    live = write_archive(model, {"state": {}}, tmp_path / "live.tar", "bfloat16").path
+    gathered = write_archive(
+        GatheredAdapter(model, gather_adapter(model)), {"state": {}}, tmp_path / "gathered.tar", "bfloat16"
+    ).path
+    read_archive(live, tmp_path / "live")
+    read_archive(gathered, tmp_path / "gathered")
+    a = load_file(str(tmp_path / "live" / "adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "gathered" / "adapter_model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert all(v.dtype == torch.bfloat16 for v in b.values())
+    # the live model keeps its float32 master weights: the cast is of copies
+    assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+
+
+def test_an_archive_carries_the_sha256_and_size_of_the_bytes_written(tmp_path):
+    archive = write_archive(_adapter(), {"state": {"step": 3}}, tmp_path / "v3.tar", "bfloat16")
+    data = archive.path.read_bytes()
+    assert (archive.sha256, archive.bytes) == (hashlib.sha256(data).hexdigest(), len(data))
+    with tarfile.open(archive.path) as t:  # a whole tar: its members, and nothing after the end blocks
+        assert sorted(t.getnames()) == sorted(
+            ["README.md", "adapter_config.json", "adapter_model.safetensors", "treegrpo_state.json"]
+        )
+    assert read_archive(archive.path, tmp_path / "v3") == {"state": {"step": 3}}

@@ -189,7 +189,8 @@ class Bus(Lookups):
             return hashlib.sha256(data).hexdigest(), info.size
         with open(data, "rb") as fh:
             info = await store.put(key, fh, meta=meta)
-        return file_sha256(Path(data)), info.size
+        # the store hashed the bytes it took as it read them: no second read (and no blocked loop)
+        return _digest_hex(info.digest), info.size
 
     async def object_size(self, bucket: str, key: str) -> int | None:
         """An object's size in bytes from its metadata (nothing downloaded), or None if it is missing."""
@@ -207,8 +208,7 @@ class Bus(Lookups):
             info = await store.get_info(key)
         except NotFoundError:
             return None
-        digest = (info.digest or "").split("=", 1)[-1]
-        return int(info.size or 0), base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+        return int(info.size or 0), _digest_hex(info.digest)
 
     async def get_object(self, bucket: str, key: str, dest: str | Path | None = None) -> bytes | Path:
         """Read an object into `dest` (a file) or into memory, through `writeinto` (never `.data`).
@@ -254,6 +254,12 @@ class Bus(Lookups):
         except (TimeoutError, OSError, nats.errors.Error):  # reconnecting, or the server is gone
             with contextlib.suppress(TimeoutError, OSError, nats.errors.Error):
                 await asyncio.wait_for(self.nc.close(), drain_timeout_s)
+
+
+def _digest_hex(digest: str | None) -> str:
+    """The hex sha256 of an object store's `SHA-256=<urlsafe base64>` digest."""
+    b64 = (digest or "").split("=", 1)[-1]
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
 
 
 def file_sha256(path: Path) -> str:

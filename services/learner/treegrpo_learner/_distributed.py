@@ -209,8 +209,9 @@ class GatheredAdapter:
     def __init__(self, model, weights: dict[str, torch.Tensor]):
         self.model, self.weights = model, weights
 
-    def save_pretrained(self, path: str | Path) -> None:
-        self.model.save_pretrained(str(path), state_dict=self.weights)
+    def save_pretrained(self, path: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """peft's files of the gathered weights, or of `state_dict` (the same keys, cast for a push)."""
+        self.model.save_pretrained(str(path), state_dict=self.weights if state_dict is None else state_dict)
 
     def trainable_tensors(self):
         """The gathered adapter weights: what a checkpoint checks for non-finite values."""

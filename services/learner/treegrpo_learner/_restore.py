@@ -37,8 +37,9 @@ from treegrpo.events import Kind
 from treegrpo.finite import nonfinite_in_folder
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
+from treegrpo_learner._archive import read_archive
 from treegrpo_learner._buffer import Batch, PendingGroup, read_members
-from treegrpo_learner._publish import Published, Publisher, read_archive
+from treegrpo_learner._publish import Published, Publisher
 
 log = logging.getLogger(__name__)
 

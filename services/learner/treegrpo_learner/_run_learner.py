@@ -17,10 +17,11 @@ from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
 from treegrpo_learner import _colocate
+from treegrpo_learner._archive import Archive, write_archive
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member, read_members
 from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_finite, numeric_fault, step_fault
-from treegrpo_learner._publish import Publisher, write_archive
+from treegrpo_learner._publish import Published, Publisher
 from treegrpo_learner._restore import Restorer
 from treegrpo_learner._samples import BatchSamples, batch_samples
 from treegrpo_learner._telemetry import phase_spans, step_context
@@ -211,8 +212,10 @@ class RunLearner:
                     self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             with self.tracer.start_as_current_span("update_weights"):
                 tu = time.perf_counter()
-                published = await self.upload(adapter)
-                record.metrics.update(await self.publisher.deliver(self.run_id, published))
+                archive = await self.archive(adapter)
+                record.metrics["archive_s"] = time.perf_counter() - tu
+                got = await self.publisher.publish(self.run_id, self.state.step, archive, self.model_path)
+                record.metrics.update(got)
                 # a colocated engine's wake is its own phase, not the weights' transfer and load
                 wake = record.metrics.get("sampler_wake_s", 0.0)
                 record.phases_s.update_weights = time.perf_counter() - tu - wake
@@ -268,18 +271,23 @@ class RunLearner:
         rec.metrics["signal_share"] = with_signal / max(1, len(batch.groups))
         return rec
 
-    async def upload(self, adapter=None):
+    async def archive(self, adapter=None) -> Archive:
+        """This version's adapter archive in the outbox, the older ones removed."""
         extra = {"state": asdict(self.state)}
         dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:
             adapter = await asyncio.to_thread(self.trainer.export)
         dtype = self.cfg.dtype if self.cfg.publish.dtype == "auto" else self.cfg.publish.dtype
-        await asyncio.to_thread(write_archive, adapter, extra, dest, dtype)
-        published = await self.publisher.upload(self.run_id, self.state.step, dest, self.model_path)
+        archive = await asyncio.to_thread(write_archive, adapter, extra, dest, dtype)
         for old in sorted((self.ckpt_dir / "outbox").glob("v*.tar")):
             if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
                 old.unlink(missing_ok=True)
-        return published
+        return archive
+
+    async def upload(self, adapter=None) -> Published:
+        """This version archived, stored and announced (no push: a restart's unfinished version)."""
+        archive = await self.archive(adapter)
+        return await self.publisher.upload(self.run_id, self.state.step, archive.path, self.model_path)
 
     def shutdown(self) -> None:
         """Stop the ranks of a sharded learner (a no-op on one device); the durable state stays."""

@@ -112,15 +112,19 @@ class AdapterLoader:
         return LoadResult(False, reason, self.backend.version, self.serving_sha)
 
     async def announced(self, run_id: str, version: int) -> pb.PolicyPublished | None:
-        """The `policy.published` of `version`, waiting briefly: a push may race its announcement."""
+        """The `policy.published` of `version`, waiting briefly: the learner pushes while it still
+        uploads (the announcement comes once the object is stored), so it is looked up often at
+        first, then every 0.2 s."""
         deadline = time.monotonic() + self.published_wait_s
+        delay = 0.01
         while True:
             event = await self.bus.last_event(run_id, Kind.POLICY_PUBLISHED, str(version))
             if event is not None:
                 return event.policy_published
             if time.monotonic() >= deadline:
                 return None
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(delay)
+            delay = min(0.2, delay * 2)
 
     async def load_archive(
         self, run_id: str, version: int, archive: Path, claimed_sha: str, actual_sha: str | None = None
