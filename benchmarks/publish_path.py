@@ -137,7 +137,7 @@ async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
 def run_arm(tree: Path, sizes: list[int], repeats: int) -> dict:
     """This script in a fresh process with `tree`'s packages first on the path."""
     paths = [tree, tree / "services" / "learner", tree / "services" / "sampler"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in paths))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--arm", tmp, "--mb", *map(str, sizes), "--repeats", str(repeats)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -187,7 +187,15 @@ def main() -> None:
         order = [("before", a.before.resolve()), ("after", here)]
         for name, tree in order if i % 2 == 0 else order[::-1]:
             arms[name].append(run_arm(tree, a.mb, a.repeats))
-            print(f"pair {i + 1} {name}: done", flush=True)
+            medians = {
+                mb: round(
+                    statistics.median(r["update_weights_s"] for r in arms[name][-1][f"{mb}MB"]["runs"]), 3
+                )
+                for mb in a.mb
+            }
+            print(f"pair {i + 1} {name}: update_weights median by MB {medians}", flush=True)
+            if a.json:  # what is done so far, should the rest not finish
+                Path(a.json).write_text(json.dumps({"arms": arms}, indent=1))
     out = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.node()} {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}",

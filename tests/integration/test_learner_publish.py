@@ -97,3 +97,4 @@ async def test_a_failed_upload_fails_the_publish_and_nothing_is_loaded(
     await asyncio.sleep(1.0)  # past the sampler's wait for the announcement
     assert receiver.loader.backend.version == 0
     assert await bus.last_event(RUN, Kind.POLICY_PUBLISHED, "1") is None
+    assert not (tmp_path / "adapters" / RUN / "v1").exists()  # unpacked while it waited, then removed

@@ -145,15 +145,7 @@ class AdapterLoader:
                     f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
                     f"the push claimed {claimed_sha[:12]}…"
                 )
-            published = await self.announced(run_id, version)
-            if published is None:
-                return self._refuse(
-                    f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
-                )
-            if published.sha256 != actual:
-                return self._refuse(
-                    f"sha256 {actual[:12]}… differs from policy.published's {published.sha256[:12]}…"
-                )
+            # unpacked and checked while the learner's upload may still run: nothing here serves it
             folder = self.workdir / run_id / f"v{version}"
             try:
                 await asyncio.to_thread(_untar, archive, folder)
@@ -162,6 +154,17 @@ class AdapterLoader:
             refused = await self._check_finite(version, folder)
             if refused is not None:
                 return refused
+            published = await self.announced(run_id, version)
+            if published is None or published.sha256 != actual:
+                shutil.rmtree(folder, ignore_errors=True)
+            if published is None:
+                return self._refuse(
+                    f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
+                )
+            if published.sha256 != actual:
+                return self._refuse(
+                    f"sha256 {actual[:12]}… differs from policy.published's {published.sha256[:12]}…"
+                )
             return await self._swap(run_id, version, folder, actual)
 
     async def _check_finite(self, version: int, folder: Path) -> LoadResult | None:
