@@ -4,7 +4,7 @@ uploaded, the sampler loads it only once `policy.published` names its sha256, an
 refused a push made before the announcement gets it again at once.
 
 Imports a private module: `treegrpo_learner._archive`, `treegrpo_learner._publish` (the learner's
-publishing path is not on the package's public surface), `treegrpo_sampler.backends._hf`.
+publishing path is not on the package's public surface). The receiver: tests/integration/conftest.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import torch
 from treegrpo.events import Kind
 from treegrpo_learner._archive import write_archive
 from treegrpo_learner._publish import Publisher
-from treegrpo_sampler import AdapterLoader, VersionGate, WeightReceiver
-from treegrpo_sampler.backends._hf import HfBackend
 
 pytestmark = pytest.mark.timeout(120)
 RUN = "prun"
@@ -36,19 +34,6 @@ def archive_of(model_dir, tmp_path, version: int):
         LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
     )
     return write_archive(peft, {"state": {"step": version}}, tmp_path / f"v{version}.tar")
-
-
-@pytest.fixture
-async def receiver(bus, tiny, tmp_path):
-    loader = AdapterLoader(
-        HfBackend(tiny), bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1", published_wait_s=0.5
-    )
-    rec = WeightReceiver(loader, "127.0.0.1", 0)
-    await rec.start()
-    try:
-        yield rec
-    finally:
-        await rec.stop()
 
 
 def publisher(bus, receiver) -> Publisher:
@@ -74,7 +59,7 @@ async def test_a_push_refused_before_a_slow_upload_announced_it_goes_again_at_on
     store = bus.put_object
 
     async def slow_store(*args):  # an object store that takes longer than the sampler waits
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(receiver.loader.published_wait_s + 1.0)
         return await store(*args)
 
     monkeypatch.setattr(bus, "put_object", slow_store)
@@ -94,7 +79,9 @@ async def test_a_failed_upload_fails_the_publish_and_nothing_is_loaded(
     monkeypatch.setattr(bus, "put_object", broken_store)
     with pytest.raises(ConnectionError):
         await publisher(bus, receiver).publish(RUN, 1, archive_of(tiny, tmp_path, 1), str(tiny))
-    await asyncio.sleep(1.0)  # past the sampler's wait for the announcement
+    await asyncio.sleep(
+        receiver.loader.published_wait_s + 0.5
+    )  # past the sampler's wait for the announcement
     assert receiver.loader.backend.version == 0
     assert await bus.last_event(RUN, Kind.POLICY_PUBLISHED, "1") is None
     assert not (tmp_path / "adapters" / RUN / "v1").exists()  # unpacked while it waited, then removed

@@ -61,20 +61,6 @@ async def announce(bus, version: int, data: bytes) -> pb.PolicyPublished:
     return body
 
 
-@pytest.fixture
-async def receiver(bus, tiny, tmp_path):
-    backend = HfBackend(tiny)
-    loader = AdapterLoader(
-        backend, bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1", published_wait_s=1.0
-    )
-    rec = WeightReceiver(loader, "127.0.0.1", 0)
-    await rec.start()
-    try:
-        yield rec
-    finally:
-        await rec.stop()
-
-
 async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(bus, tiny, tmp_path, receiver):
     assert receiver.address.startswith("127.0.0.1:") and receiver.port > 0
     data = adapter_tar(tiny, tmp_path, 1)
