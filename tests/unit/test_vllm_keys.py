@@ -1,7 +1,7 @@
 """Adapter keys renamed for vLLM's multimodal wrappers (Qwen3.5), left alone for plain causal LMs.
 
-Imports a private module: `treegrpo_sampler.backends._vllm_keys` (what these tests exercise is not on
-the package's public surface).
+Imports a private module: `treegrpo_sampler.backends._vllm_keys`, `treegrpo_sampler.backends._vllm`
+(what these tests exercise is not on the package's public surface; vLLM itself is not imported).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from treegrpo_sampler.backends._vllm import VllmBackend
 from treegrpo_sampler.backends._vllm_keys import adapter_for_engine
 
 pytestmark = pytest.mark.timeout(30)
@@ -53,3 +54,12 @@ def test_plain_causal_lm_and_already_wrapped_keys_are_served_as_they_are(tmp_pat
     wrapped.mkdir()
     src = adapter(wrapped, "base_model.model.model.language_model.layers.0.mlp.up_proj.lora_A.weight")
     assert adapter_for_engine(model(wrapped, "Qwen3_5ForConditionalGeneration", True), src) == src
+
+
+def test_the_vllm_backend_prepares_the_renamed_copy_ahead_and_its_load_then_reads_it_as_it_is(tmp_path):
+    backend = VllmBackend(model(tmp_path, "Qwen3_5ForConditionalGeneration", True))
+    ready = backend.prepare_adapter(adapter(tmp_path))
+    assert ready == tmp_path / "v1.vllm" and backend.version == 0  # no engine started, nothing served
+    before = (ready / "adapter_model.safetensors").stat().st_mtime_ns
+    assert adapter_for_engine(backend.model, ready) == ready  # what load_adapter does first: no new copy
+    assert (ready / "adapter_model.safetensors").stat().st_mtime_ns == before

@@ -145,7 +145,8 @@ class AdapterLoader:
                     f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
                     f"the push claimed {claimed_sha[:12]}…"
                 )
-            # unpacked and checked while the learner's upload may still run: nothing here serves it
+            # unpacked, checked and prepared while the learner's upload may still run: nothing here
+            # serves it
             folder = self.workdir / run_id / f"v{version}"
             try:
                 await asyncio.to_thread(_untar, archive, folder)
@@ -154,9 +155,16 @@ class AdapterLoader:
             refused = await self._check_finite(version, folder)
             if refused is not None:
                 return refused
+            try:
+                ready = await asyncio.to_thread(self.backend.prepare_adapter, folder)
+            except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
+                return self._refuse(
+                    f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}"
+                )
             published = await self.announced(run_id, version)
             if published is None or published.sha256 != actual:
-                shutil.rmtree(folder, ignore_errors=True)
+                for made in {folder, ready}:
+                    shutil.rmtree(made, ignore_errors=True)
             if published is None:
                 return self._refuse(
                     f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
@@ -165,7 +173,7 @@ class AdapterLoader:
                 return self._refuse(
                     f"sha256 {actual[:12]}… differs from policy.published's {published.sha256[:12]}…"
                 )
-            return await self._swap(run_id, version, folder, actual)
+            return await self._swap(run_id, version, ready, actual)
 
     async def _check_finite(self, version: int, folder: Path) -> LoadResult | None:
         """A refusal if the adapter holds NaN/inf (its sha256 can match: the learner saved it so)."""

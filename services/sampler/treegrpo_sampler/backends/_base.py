@@ -46,6 +46,12 @@ class Backend(Protocol):
         """n samples of one prompt (one sibling group), with per-token behaviour logprobs."""
         ...
 
+    def prepare_adapter(self, adapter_dir: Path) -> Path:
+        """The folder `load_adapter` is to get for this adapter, made ready ahead of the swap (runs
+        in a thread while the version is not yet announced; touches no engine state): the same
+        folder where nothing needs doing."""
+        ...
+
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         """Serve `version` (a peft adapter folder) from the moment this returns; never a stale one."""
         ...

@@ -135,6 +135,9 @@ class HfBackend:
         )
 
     # ---- adapters ---------------------------------------------------------------------------
+    def prepare_adapter(self, adapter_dir: Path) -> Path:
+        return Path(adapter_dir)  # peft loads the learner's names as they are
+
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         await asyncio.to_thread(self._load_adapter, version, Path(adapter_dir))
 

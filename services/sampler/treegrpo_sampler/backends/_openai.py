@@ -187,6 +187,9 @@ class OpenAIBackend:
             finish_reason=finish,
         )
 
+    def prepare_adapter(self, adapter_dir: Path) -> Path:
+        return Path(adapter_dir)  # the server reads the folder as published
+
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         folder = Path(adapter_dir).resolve()
         if not (folder / "adapter_config.json").is_file():

@@ -245,6 +245,11 @@ class VllmBackend:
             finish_reason=finish,
         )
 
+    def prepare_adapter(self, adapter_dir: Path) -> Path:
+        """The adapter with its keys renamed for a multimodal wrapper (Qwen3.5), ahead of the swap:
+        a copy of the tensors (~0.1 s at the 9B adapter's 173 MB) off the way from announced to loaded."""
+        return adapter_for_engine(self.model, Path(adapter_dir).resolve())
+
     async def load_adapter(self, version: int, adapter_dir: Path) -> None:
         await self.start()
         from vllm.lora.request import LoRARequest
@@ -253,7 +258,8 @@ class VllmBackend:
         if not (folder / "adapter_config.json").is_file():
             raise ValueError(f"adapter v{version}: {folder} has no adapter_config.json")
         started = time.perf_counter()
-        # Qwen3.5 (ConditionalGeneration) names its layers model.language_model.*: rename or nothing applies
+        # Qwen3.5 (ConditionalGeneration) names its layers model.language_model.*: rename or nothing
+        # applies (a folder from prepare_adapter is renamed already: only its header is read)
         folder = await asyncio.to_thread(adapter_for_engine, self.model, folder)
         async with self._load_lock:
             # the learner has stepped and released the GPU: wake for the version that serves next,
