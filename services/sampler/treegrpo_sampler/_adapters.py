@@ -145,35 +145,45 @@ class AdapterLoader:
                     f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
                     f"the push claimed {claimed_sha[:12]}…"
                 )
-            # unpacked, checked and prepared while the learner's upload may still run: nothing here
-            # serves it
-            folder = self.workdir / run_id / f"v{version}"
-            try:
-                await asyncio.to_thread(_untar, archive, folder)
-            except (tarfile.TarError, OSError, ValueError) as exc:
-                return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
-            refused = await self._check_finite(version, folder)
-            if refused is not None:
-                return refused
-            try:
-                ready = await asyncio.to_thread(self.backend.prepare_adapter, folder)
-            except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
-                return self._refuse(
-                    f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}"
-                )
-            published = await self.announced(run_id, version)
-            if published is None or published.sha256 != actual:
-                for made in {folder, ready}:
+            ready = await self._unpack(run_id, version, archive)
+            if isinstance(ready, LoadResult):
+                return ready
+            why = await self._unvouched(run_id, version, actual)
+            if why:
+                for made in {self._unpacked_dir(run_id, version), ready}:
                     shutil.rmtree(made, ignore_errors=True)
-            if published is None:
-                return self._refuse(
-                    f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
-                )
-            if published.sha256 != actual:
-                return self._refuse(
-                    f"sha256 {actual[:12]}… differs from policy.published's {published.sha256[:12]}…"
-                )
+                return self._refuse(why)
             return await self._swap(run_id, version, ready, actual)
+
+    def _unpacked_dir(self, run_id: str, version: int) -> Path:
+        return self.workdir / run_id / f"v{version}"
+
+    async def _unpack(self, run_id: str, version: int, archive: Path) -> Path | LoadResult:
+        """The version unpacked, free of non-finite values and prepared by the backend, or the
+        refusal: done before its announcement is looked up, while the learner's upload may still
+        run (nothing here serves it)."""
+        folder = self._unpacked_dir(run_id, version)
+        try:
+            await asyncio.to_thread(_untar, archive, folder)
+        except (tarfile.TarError, OSError, ValueError) as exc:
+            return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
+        refused = await self._check_finite(version, folder)
+        if refused is not None:
+            return refused
+        try:
+            return await asyncio.to_thread(self.backend.prepare_adapter, folder)
+        except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
+            shutil.rmtree(folder, ignore_errors=True)
+            return self._refuse(f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}")
+
+    async def _unvouched(self, run_id: str, version: int, sha: str) -> str:
+        """Why the version's `policy.published` does not vouch for bytes hashing to `sha` ("" if it does)."""
+        published = await self.announced(run_id, version)
+        if published is None:
+            return f"no policy.published for v{version} of run {run_id} within {self.published_wait_s:.0f}s"
+        if published.sha256 != sha:
+            return f"sha256 {sha[:12]}… differs from policy.published's {published.sha256[:12]}…"
+        return ""
 
     async def _check_finite(self, version: int, folder: Path) -> LoadResult | None:
         """A refusal if the adapter holds NaN/inf (its sha256 can match: the learner saved it so)."""
