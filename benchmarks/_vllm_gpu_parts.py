@@ -112,28 +112,29 @@ def vllm_backend(a, model_dir: Path):
     return VllmBackend(model_dir, settings)
 
 
-def adapter_tar(folder: Path) -> bytes:
+def adapter_tar(folder: Path, path: Path):
+    """The folder as the learner's archive (its tar, hashed as written): `Archive`."""
+    import hashlib
+
+    from treegrpo_learner._archive import Archive
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for f in sorted(folder.iterdir()):
             tar.add(f, arcname=f.name)
-    return buf.getvalue()
+    path.write_bytes(buf.getvalue())
+    return Archive(path, hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))
 
 
 async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swaps: int) -> list:
-    """Versions 2.. pushed the learner's way; published -> loaded from the bus's own timestamps;
-    the first group after each swap kept for the proof that it came from the new adapter."""
-    from treegrpo import events
-    from treegrpo.bus import ADAPTERS, Bus
+    """Versions 2.. delivered by the learner's own `Publisher.publish` (upload and push at once,
+    then the confirmation): `update_weights_s` is that call, as a step's update_weights phase;
+    published -> loaded from the bus's own timestamps; the first group after each swap kept for
+    the proof that it came from the new adapter."""
+    from treegrpo.bus import Bus
     from treegrpo.embedded import EmbeddedNats
-    from treegrpo.v1 import events_pb2 as pb
-    from treegrpo_sampler import (
-        AdapterLoader,
-        SamplingParams,
-        VersionGate,
-        WeightReceiver,
-        push_adapter,
-    )
+    from treegrpo_learner._publish import Publisher
+    from treegrpo_sampler import AdapterLoader, SamplingParams, VersionGate, WeightReceiver
 
     nats = EmbeddedNats(work / "nats").start()
     bus = await Bus.connect(nats.url, "bench/sampler", timeout_s=10)
@@ -141,38 +142,37 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
     loader = AdapterLoader(backend, bus, VersionGate(), "bench", work / "spool", "sampler/bench")
     receiver = WeightReceiver(loader, port=0, max_bytes=4 << 30)
     address = await receiver.start()
+    publisher = Publisher(bus, "learner/bench", [address], 1, 600.0, 600.0, 2)
     rows, proof = [], []
     try:
         for version in range(2, 2 + swaps):
             folder = adapters[(version - 1) % len(adapters)]
-            archive = await asyncio.to_thread(adapter_tar, folder)
-            key = f"bench/v{version}.tar"
-            sha, size = await bus.put_object(ADAPTERS, key, archive)
-            published = events.make_event(
-                "bench",
-                "learner/bench",
-                pb.PolicyPublished(version=version, adapter_key=key, sha256=sha, bytes=size, step=version),
-            )
-            await bus.publish(published)
-            ack = await push_adapter(address, "bench", version, archive, timeout_s=600)
+            archive = await asyncio.to_thread(adapter_tar, folder, work / f"push-v{version}.tar")
+            t0 = asyncio.get_running_loop().time()
+            metrics = await publisher.publish("bench", version, archive, "bench")
+            update_weights_s = asyncio.get_running_loop().time() - t0
+            published = await bus.last_event("bench", Kind.POLICY_PUBLISHED, (str(version),))
             loaded = await bus.last_event("bench", Kind.POLICY_LOADED, (str(version), "bench"))
-            if not ack.accepted or loaded is None:
-                raise RuntimeError(f"v{version} not loaded: {ack.reason}")
+            if not metrics.get("push_confirmed") or loaded is None or published is None:
+                raise RuntimeError(f"v{version} not loaded: {metrics}")
             comps = await backend.generate(prompt, 4, SamplingParams(max_new_tokens=128, seed=version))
             rows.append(
                 {
                     "version": version,
-                    "archive_mb": round(size / 1e6, 1),
+                    "archive_mb": round(archive.bytes / 1e6, 1),
+                    "update_weights_s": round(update_weights_s, 3),
+                    "upload_s": round(metrics["upload_s"], 3),
                     "published_to_loaded_s": round(loaded.envelope.time - published.envelope.time, 3),
-                    "loader_swap_s": round(ack.load_seconds, 3),
+                    "loader_swap_s": round(loaded.policy_loaded.load_seconds, 3),
                     "backend_add_lora_s": round(backend.last_swap_seconds, 3),
-                    "serving": backend.lora_name,
+                    "serving": getattr(backend, "lora_name", None),
                 }
             )
             proof.append({"version": version, "adapter": (version - 1) % len(adapters), "completions": comps})
         rec["swaps"] = {
             "rows": rows,
             "published_to_loaded_s_median": statistics.median(r["published_to_loaded_s"] for r in rows),
+            "update_weights_s_median": statistics.median(r["update_weights_s"] for r in rows),
         }
     finally:
         await receiver.stop(0)
