@@ -12,9 +12,10 @@ Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
               tasks', twice that), tok/s against the decode bound of benchmarks/decode_bound.py at the
               HBM bandwidth measured in the same call; per run the engine's counts (prompt tokens
               the siblings found in the prefix cache, preemptions, peak KV use)
-  swaps       (first dtype) adapter published -> loaded through the real push path: the learner's
-              archive (bf16 + its state file), object store and policy.published on a real
-              nats-server, gRPC push, sha256, untar, key renaming, add_lora, policy.loaded
+  swaps       (first dtype) each version delivered by the learner's own `Publisher.publish`: the
+              upload (object store + policy.published on a real nats-server) beside the gRPC push,
+              sha256, untar, key renaming, add_lora, policy.loaded; `update_weights_s` is that call
+              (a step's update_weights), `published_to_loaded_s` the bus's own timestamps
   agreement   (`--agreement`, after the engine is gone) the learner's log-probs (its own model and
               packing, the preset's gdn backend and shared prompts) under the adapter's float32
               weights against vLLM's raw log-probs of the 64-sequence run under the published copy,
