@@ -122,8 +122,9 @@ def adapter_tar(folder: Path, path: Path):
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for f in sorted(folder.iterdir()):
             tar.add(f, arcname=f.name)
-    path.write_bytes(buf.getvalue())
-    return Archive(path, hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))
+    data = buf.getvalue()  # one copy: getvalue() copies the buffer each call (467 MB at the 27B)
+    path.write_bytes(data)
+    return Archive(path, hashlib.sha256(data).hexdigest(), len(data))
 
 
 async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swaps: int) -> list:

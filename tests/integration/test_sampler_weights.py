@@ -154,6 +154,7 @@ async def test_an_adapter_with_non_finite_values_is_refused_and_the_last_good_on
     assert not pushed.accepted and "3 non-finite values" in pushed.reason
     pulled = await receiver.loader.pull(RUN, await announce(bus, 2, nan))
     assert not pulled.accepted and "non-finite" in pulled.reason
+    assert not (tmp_path / "adapters" / RUN / "v2").exists()  # a refused version leaves no folder
     backend = receiver.loader.backend
     assert backend.version == 1 and await bus.last_event(RUN, Kind.POLICY_LOADED, ("2", "s1")) is None
     assert (await backend.generate(MSGS, 1, SamplingParams(max_new_tokens=4)))[0].token_ids

@@ -168,13 +168,15 @@ class AdapterLoader:
         except (tarfile.TarError, OSError, ValueError) as exc:
             return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
         refused = await self._check_finite(version, folder)
-        if refused is not None:
-            return refused
-        try:
-            return await asyncio.to_thread(self.backend.prepare_adapter, folder)
-        except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
-            shutil.rmtree(folder, ignore_errors=True)
-            return self._refuse(f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}")
+        if refused is None:
+            try:
+                return await asyncio.to_thread(self.backend.prepare_adapter, folder)
+            except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
+                refused = self._refuse(
+                    f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}"
+                )
+        shutil.rmtree(folder, ignore_errors=True)  # a refused version leaves no unpacked folder
+        return refused
 
     async def _unvouched(self, run_id: str, version: int, sha: str) -> str:
         """Why the version's `policy.published` does not vouch for bytes hashing to `sha` ("" if it does)."""
@@ -193,7 +195,6 @@ class AdapterLoader:
             return self._refuse(f"v{version}: unreadable adapter weights: {type(exc).__name__}: {exc}")
         if not bad:
             return None
-        shutil.rmtree(folder, ignore_errors=True)
         return self._refuse(f"v{version} holds {sum(bad.values())} non-finite values ({', '.join(bad)})")
 
     async def _swap(self, run_id: str, version: int, folder: Path, sha: str) -> LoadResult:
