@@ -43,6 +43,10 @@ async def wait_for_memory(device: str, min_free_gib: float, timeout_s: float) ->
         return 0.0
     started = time.perf_counter()
     logged = False
+    if (free_gib(device) or 0.0) < min_free_gib:
+        import torch
+
+        torch.cuda.empty_cache()  # blocks cached by this process are never what the wait is for
     while (free := free_gib(device)) is not None and free < min_free_gib:
         waited = time.perf_counter() - started
         if waited > timeout_s:

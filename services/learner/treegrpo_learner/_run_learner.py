@@ -290,6 +290,8 @@ class RunLearner:
         return await self.publisher.upload(self.run_id, self.state.step, archive.path, self.model_path)
 
     def shutdown(self) -> None:
-        """Stop the ranks of a sharded learner (a no-op on one device); the durable state stays."""
+        """Stop the ranks of a sharded learner and let go of the model, so its device memory can be
+        returned while this object is still referenced (a reopen); the durable state stays."""
         if hasattr(self.trainer, "close"):
             self.trainer.close()
+        self.model = self.trainer = None

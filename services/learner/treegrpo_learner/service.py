@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from traceback import format_exc
 
 from opentelemetry import trace
 
@@ -22,7 +23,7 @@ from treegrpo.config import RunSpec
 from treegrpo.events import Kind
 from treegrpo.service import PERMANENT_SETUP_ERRORS, Service
 from treegrpo.v1 import events_pb2 as pb
-from treegrpo_learner import _colocate, _respend
+from treegrpo_learner import _colocate, _memory, _respend
 from treegrpo_learner._buffer import PendingGroup
 from treegrpo_learner._checkpoint import NonFiniteWeights
 from treegrpo_learner._numeric import NonFiniteStep
@@ -48,6 +49,7 @@ class LearnerService(Service):
         self._warm: asyncio.Task | None = None
         self._last_step_end = time.monotonic()
         self._dropped_since_step = 0
+        self._oom_in_a_row = 0  # steps in a row that ran out of device memory (_memory)
         self.steps: list[pb.LearnerStepped] = []
         self.wandb = StepLogger(config.wandb)
 
@@ -225,14 +227,37 @@ class LearnerService(Service):
             self.fail(str(exc))
             return
         except Exception as exc:  # the in-memory policy may be half-updated: rebuild from durable state
-            log.exception("step failed; reopening run %s from its last durable version", run.run_id)
-            for g in batch.groups:
-                if not g.done.done():
-                    g.done.set_exception(TransientError(f"step failed: {type(exc).__name__}: {exc}", 5.0))
-            run.buffer.fail_all(TransientError("learner reopening", 2.0))
-            self.active = None
-            await asyncio.to_thread(run.shutdown)  # a sharded learner's ranks start afresh with the run
+            # formatted here, not handed to logging: a handler that keeps its records (a test's
+            # capture, a buffering exporter) would keep the traceback and its frames, the step's
+            # activations on the device with them
+            log.error(
+                "step failed; reopening run %s from its last durable version\n%s", run.run_id, format_exc()
+            )
+            why = f"step failed: {type(exc).__name__}: {exc}"
+            oom = _memory.out_of_memory(exc)
+            stop_reason = _memory.stop_reason(run.state.step + 1, exc, self.config.packing.micro_batch_tokens)
+        else:
+            self._stepped(record)
             return
+        # out of the except block: the exception and its frames (the step's activations) are gone
+        await self._reopen(run, batch, why)
+        self._oom_in_a_row = self._oom_in_a_row + 1 if oom else 0
+        if self._oom_in_a_row >= _memory.STRIKES:
+            self.fail(stop_reason)
+
+    async def _reopen(self, run: RunLearner, batch, why: str) -> None:
+        """Fail the batch's groups back to the stream and drop the run; the next group reopens it
+        from its last durable version, into memory the failed one returned."""
+        for g in batch.groups:
+            if not g.done.done():
+                g.done.set_exception(TransientError(why, 5.0))
+        run.buffer.fail_all(TransientError("learner reopening", 2.0))
+        self.active = None
+        await asyncio.to_thread(run.shutdown)  # a sharded learner's ranks start afresh with the run
+        await asyncio.to_thread(_memory.return_to_device, self.config.device)
+
+    def _stepped(self, record: pb.LearnerStepped) -> None:
+        self._oom_in_a_row = 0
         self._dropped_since_step = 0
         self._last_step_end = time.monotonic()
         self.steps.append(record)
