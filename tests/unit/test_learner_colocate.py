@@ -49,3 +49,16 @@ def test_the_seed_presets_release_after_each_step_with_expandable_segments():
         learner = rf.service("learner")
         assert learner.colocate.release_after_step and learner.colocate.expandable_segments
         assert learner.colocate.min_free_gib > 0
+
+
+def test_a_colocated_wait_that_could_never_end_is_refused_with_the_numbers():
+    # the 9B H200 preset on an H100 (2026-12-07): 75 GiB free wanted beside the learner's own 18
+    why = _colocate.unreachable(79.2, 18.0, 0.0, 75.0)
+    assert "min_free_gib = 75 can never be free on a 79.2 GiB device where the learner holds 18.0" in why
+    assert "set it below 61" in why
+    assert "engine_gib = 140 is more than the device's 79.2 GiB" in _colocate.unreachable(
+        79.2, 0.0, 140.0, 0.0
+    )
+    assert _colocate.unreachable(139.8, 18.0, 60.0, 75.0) == ""  # the same preset on its H200
+    assert _colocate.unreachable(79.2, 18.0, 30.0, 40.0) == ""
+    _colocate.check_reachable("cpu", 1e9, 1e9)  # off CUDA nothing waits, so nothing is refused

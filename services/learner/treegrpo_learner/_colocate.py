@@ -15,7 +15,7 @@ import logging
 import os
 import time
 
-from treegrpo.bus import TransientError
+from treegrpo.bus import PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 POLL_S = 0.25
@@ -94,6 +94,38 @@ def release(device: str) -> float | None:
         torch.cuda.memory_allocated(dev) / 2**30,
     )
     return free
+
+
+def unreachable(total_gib: float, held_gib: float, engine_gib: float, min_free_gib: float) -> str:
+    """Why a colocated wait could never end on a device of `total_gib` where this process holds
+    `held_gib` ('' when both can be met). Seen with the H200 presets on an 80 GB card: the learner
+    waited for 75 GiB free beside its own 18 until its timeout, and then again, with no word why."""
+    if engine_gib >= total_gib:
+        return (
+            f"learner.colocate.engine_gib = {engine_gib:g} is more than the device's {total_gib:.1f} GiB: "
+            "set it below what the sampler's engine takes (its gpu_memory_utilization × the device)"
+        )
+    if min_free_gib > total_gib - held_gib:
+        return (
+            f"learner.colocate.min_free_gib = {min_free_gib:g} can never be free on a {total_gib:.1f} GiB "
+            f"device where the learner holds {held_gib:.1f}: set it below {total_gib - held_gib:.0f} "
+            "(the learner's step peak less what it holds; the seed presets' values are for a 139 GiB H200)"
+        )
+    return ""
+
+
+def check_reachable(device: str, engine_gib: float, min_free_gib: float) -> None:
+    """A `PermanentError` when the colocated waits can never end on `device` (after the model loaded)."""
+    memory = memory_gib(device)
+    if memory is None or (engine_gib <= 0 and min_free_gib <= 0):
+        return
+    import torch
+
+    why = unreachable(
+        memory[1], torch.cuda.memory_reserved(torch.device(device)) / 2**30, engine_gib, min_free_gib
+    )
+    if why:
+        raise PermanentError(why)
 
 
 async def wait_for_engine(device: str, engine_gib: float, settle_s: float, timeout_s: float) -> float:

@@ -62,8 +62,10 @@ class RunLearner:
     # ---- opening and restoring -----------------------------------------------------------------
     async def open(self) -> None:
         co = self.cfg.colocate
+        _colocate.check_reachable(self.cfg.device, co.engine_gib, 0.0)  # waits that could never end stop here
         await _colocate.wait_for_engine(self.cfg.device, co.engine_gib, co.settle_s, co.wait_timeout_s)
         await asyncio.to_thread(self._build)
+        _colocate.check_reachable(self.cfg.device, 0.0, co.min_free_gib)
         restorer = Restorer(self.bus, self.run_id, self.producer, self.trainer, self.ckpt_dir)
         restored = await restorer.restore()  # CheckpointError: nothing can rebuild the state
         self.adopt(restored.state)
