@@ -18,6 +18,9 @@
 #          shapes: benchmarks/sampler_seed_gpu.py, detached like start; then: wait)
 #   there: TG_THEN_START=qwen35-9b TG_SEED_ROUNDS=3 bash benchmarks/seed_round_gpu.sh bench LIMIT_S --shape
 #          qwen35-9b ...   (the benchmark, then that shape's round in the same job; then: wait, wait)
+#   there: TG_SEED_SET="learner.packing.gradient_checkpointing=true learner.colocate.engine_gib=30
+#          learner.colocate.min_free_gib=40" ... start qwen35-9b   (the 9B preset on an 80 GB H100: its
+#          step without checkpointing needs more than the card has beside the sleeping engine, 2026-12-07)
 # Results under $OUT (what the last command wrote comes back).
 set -uo pipefail
 cd "$(dirname "$0")/.."

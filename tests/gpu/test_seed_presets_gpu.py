@@ -7,8 +7,9 @@ the learner steps), 1 task x E4 x G16 = 64 nodes a round, TG_SEED_ROUNDS rounds 
 Asserted from the run's seed-format export: every node of every round sampled, executed and
 graded; a learner step per round, the last one's included, with the seed's phases in timing.jsonl
 and the sleep/wake phases of a colocated step; round 2 served by the v1 adapter, loaded and
-confirmed by the sampler. With TG_GPU_OUT set, the export's timing, the run's and the learner's
-logs and `nvidia-smi dmon` go there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
+confirmed by the sampler. TG_SEED_SET adds `--set` overrides (a card other than the preset's).
+With TG_GPU_OUT set, the export's timing, the run's and the learner's logs and `nvidia-smi dmon` go
+there for docs/PERFORMANCE.md (benchmarks/seed_round_summary.py).
 
 Imports a private module: `treegrpo.models._seed_shapes` (what these tests exercise is not on the
 package's public surface).
@@ -52,6 +53,10 @@ def _run(preset: str, model: Path, home: Path, out: Path, rounds: int) -> Path:
     cmd = [sys.executable, "-m", "treegrpo.cli", "run", str(ROOT / "treegrpo" / "examples" / preset)]
     cmd += ["--set", f'sampler.model="{model}"', "--set", f'learner.model="{model}"']
     cmd += ["--set", f"run.rounds={rounds}"]
+    # TG_SEED_SET="section.key=value ...": the preset on another card, with the changes in the command
+    # (the 9B on an 80 GB H100: learner.packing.gradient_checkpointing=true, learner.colocate.*)
+    for override in os.environ.get("TG_SEED_SET", "").split():
+        cmd += ["--set", override]
     dmon = subprocess.Popen(
         ["nvidia-smi", "dmon", "-s", "um", "-d", "1", "-o", "DT"], stdout=(out / "dmon.log").open("w")
     )
