@@ -75,6 +75,24 @@ def prepare_allocator(enabled: bool) -> bool:
     return True
 
 
+def start_peak(device: str) -> None:
+    """Count this process's peak device memory from here (a no-op off CUDA)."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+
+
+def peak_gib(device: str) -> float | None:
+    """The most this process's allocator reserved since `start_peak`, in GiB (None off CUDA): what a
+    memory plan must leave the learner beside a sleeping engine."""
+    import torch
+
+    if not (device.startswith("cuda") and torch.cuda.is_available()):
+        return None
+    return torch.cuda.max_memory_reserved(torch.device(device)) / 2**30
+
+
 def release(device: str) -> float | None:
     """Return the allocator's cached blocks (the step's activations) to the device; the device's
     free GiB afterwards (None off CUDA), logged beside what this process still holds."""

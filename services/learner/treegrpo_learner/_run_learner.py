@@ -234,6 +234,7 @@ class RunLearner:
 
     async def train(self, samples: list[TrainSample]) -> StepOutput:
         """The next step's update; a numeric fault (overflow, NaN, inf) is `NonFiniteStep`, permanent."""
+        _colocate.start_peak(self.cfg.device)
         try:
             out = await asyncio.to_thread(self.trainer.step, samples)
         except Exception as exc:
@@ -241,6 +242,8 @@ class RunLearner:
             if cause:
                 raise step_fault(self.state.step + 1, cause) from exc
             raise
+        if (peak := _colocate.peak_gib(self.cfg.device)) is not None:
+            out.metrics["device_peak_gib"] = peak  # what a memory plan leaves the learner
         await asyncio.to_thread(check_finite, self.state.step + 1, out.metrics, self.model)
         return out
 

@@ -262,11 +262,13 @@ class LearnerService(Service):
         self._last_step_end = time.monotonic()
         self.steps.append(record)
         self.wandb.log(record)
+        peak = record.metrics.get("device_peak_gib")
         log.info(
-            "step %d: %d groups (%d with signal), loss %.4f, %.1fs",
+            "step %d: %d groups (%d with signal), loss %.4f, %.1fs%s",
             record.step,
             len(record.sibling_groups),
             record.groups_with_signal,
             record.metrics.get("loss", 0.0),
             record.total_s,
+            "" if peak is None else f", device peak {peak:.1f} GiB",
         )
