@@ -34,6 +34,19 @@ STEP_LINE = re.compile(
     re.M,
 )
 
+# the service's line per step: its device peak (services/learner/treegrpo_learner/service.py, on CUDA)
+PEAK_LINE = re.compile(r"step (\d+): \d+ groups .*?, device peak ([\d.]+) GiB")
+
+
+def learner_peaks(folder: Path) -> dict[int, float]:
+    """Step -> the most the learner's allocator reserved during its update (GiB): its need beside a
+    sleeping engine, for the memory plan."""
+    peaks = {}
+    for log in sorted(folder.glob("learner*")):
+        for m in PEAK_LINE.finditer(log.read_text(errors="replace")):
+            peaks[int(m.group(1))] = float(m.group(2))
+    return peaks
+
 
 def learner_steps(folder: Path) -> list[dict]:
     """Per step: sequences trained, tokens the update forwarded, its seconds, tok/s and MFU (6 N per
@@ -121,6 +134,7 @@ def main(folder: Path) -> dict:
         "gpu": busy(rows),
         "cycles": cycles(rows, learned, nodes),
         "learner": learned,
+        "learner_peak_gib": learner_peaks(folder),
     }
     if (folder / "wall.json").exists():
         w = json.loads((folder / "wall.json").read_text())
