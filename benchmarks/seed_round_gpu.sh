@@ -59,11 +59,13 @@ ready() {  # the checkout installed over the staged vLLM + fla, nats-server on P
 
 bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detached (then: wait);
   # with TG_THEN_START=SHAPE the loop's gpu test of that shape follows in the same detached job, on
-  # the checkpoint the benchmark built, so the GPU is not idle between the two (TG_SEED_ROUNDS holds)
-  local limit=$1 then=${TG_THEN_START:-}
+  # the checkpoint the benchmark built, so the GPU is not idle between the two (TG_SEED_ROUNDS holds);
+  # TG_THEN_BENCH="ARGS" runs the benchmark once more after that round (what matters least goes last,
+  # e.g. "--shape qwen35-9b --kv fp8 --seqs 64 --repeats 1": results as sampler_seed_after.json)
+  local limit=$1 then=${TG_THEN_START:-} after=${TG_THEN_BENCH:-}
   shift
   ready
-  rm -f "$STATE/pytest.log"  # a round's log from an earlier command is not this job's
+  rm -rf "$STATE/pytest.log" "$STATE/bench_after.log" "$STATE/bench_after"  # an earlier command's are not this job's
   echo "bench${then:+,$then}" > "$STATE/current"
   # the checkpoint where the loop's test builds it: one copy of a shape on the disk, reused by both
   local job="python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench --models $STATE/home/models $* \
@@ -71,6 +73,8 @@ bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detache
   [ -n "$then" ] && job+="; TG_SEED_SHAPES=$then python3 -m pytest -q -s -p no:cacheprovider -m gpu \
     'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$then-seed-$then-h200.toml]' \
     > $STATE/pytest.log 2>&1"
+  [ -n "$after" ] && job+="; python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench_after \
+    --models $STATE/home/models $after > $STATE/bench_after.log 2>&1"
   setsid bash -c "$job; echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
   echo "started sampler_seed_gpu.py $*${then:+, then the $then round} (pid $!)"
   wait_for "$limit"
@@ -129,6 +133,8 @@ collect() {  # per shape: summary.json on top, the rest in one tar (the channel 
   # the sampler benchmark's record (written phase by phase) and the end of its log
   cp "$STATE"/bench/*.json "$OUT/" 2>/dev/null
   [ -f "$STATE/bench.log" ] && tail -c 400000 "$STATE/bench.log" > "$OUT/bench.log"
+  cp "$STATE"/bench_after/sampler_seed.json "$OUT/sampler_seed_after.json" 2>/dev/null
+  [ -f "$STATE/bench_after.log" ] && tail -c 200000 "$STATE/bench_after.log" > "$OUT/bench_after.log"
   true
 }
 
