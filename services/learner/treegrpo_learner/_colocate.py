@@ -21,13 +21,22 @@ log = logging.getLogger(__name__)
 POLL_S = 0.25
 
 
-def memory_gib(device: str) -> tuple[float, float] | None:
-    """(free, total) memory of a CUDA device in GiB (None: not a CUDA device)."""
+def _cuda(device: str):
+    """`device` as a torch CUDA device, or None (the CPU, or no CUDA here): nothing to wait for or free."""
     import torch
 
     if not device.startswith("cuda") or not torch.cuda.is_available():
         return None
-    free, total = torch.cuda.mem_get_info(torch.device(device))
+    return torch.device(device)
+
+
+def memory_gib(device: str) -> tuple[float, float] | None:
+    """(free, total) memory of a CUDA device in GiB (None: not a CUDA device)."""
+    import torch
+
+    if (dev := _cuda(device)) is None:
+        return None
+    free, total = torch.cuda.mem_get_info(dev)
     return free / 2**30, total / 2**30
 
 
@@ -39,11 +48,11 @@ def free_gib(device: str) -> float | None:
 
 async def wait_for_memory(device: str, min_free_gib: float, timeout_s: float) -> float:
     """Seconds waited until `device` has `min_free_gib` free; 0 when there is nothing to wait for."""
-    if min_free_gib <= 0 or free_gib(device) is None:
+    if min_free_gib <= 0 or (free := free_gib(device)) is None:
         return 0.0
     started = time.perf_counter()
     logged = False
-    if (free_gib(device) or 0.0) < min_free_gib:
+    if free < min_free_gib:
         import torch
 
         torch.cuda.empty_cache()  # blocks cached by this process are never what the wait is for
@@ -79,8 +88,8 @@ def start_peak(device: str) -> None:
     """Count this process's peak device memory from here (a no-op off CUDA)."""
     import torch
 
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats(torch.device(device))
+    if (dev := _cuda(device)) is not None:
+        torch.cuda.reset_peak_memory_stats(dev)
 
 
 def peak_gib(device: str) -> float | None:
@@ -88,9 +97,9 @@ def peak_gib(device: str) -> float | None:
     memory plan must leave the learner beside a sleeping engine."""
     import torch
 
-    if not (device.startswith("cuda") and torch.cuda.is_available()):
+    if (dev := _cuda(device)) is None:
         return None
-    return torch.cuda.max_memory_reserved(torch.device(device)) / 2**30
+    return torch.cuda.max_memory_reserved(dev) / 2**30
 
 
 def release(device: str) -> float | None:
@@ -98,9 +107,8 @@ def release(device: str) -> float | None:
     free GiB afterwards (None off CUDA), logged beside what this process still holds."""
     import torch
 
-    if not (device.startswith("cuda") and torch.cuda.is_available()):
+    if (dev := _cuda(device)) is None:
         return None
-    dev = torch.device(device)
     torch.cuda.synchronize(dev)
     torch.cuda.empty_cache()
     free = free_gib(device)

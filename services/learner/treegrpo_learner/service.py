@@ -234,16 +234,20 @@ class LearnerService(Service):
                 "step failed; reopening run %s from its last durable version\n%s", run.run_id, format_exc()
             )
             why = f"step failed: {type(exc).__name__}: {exc}"
-            oom = _memory.out_of_memory(exc)
-            stop_reason = _memory.stop_reason(run.state.step + 1, exc, self.config.packing.micro_batch_tokens)
+            # read while the exception lives; only an out-of-memory can stop the learner from here
+            oom_reason = (
+                _memory.stop_reason(run.state.step + 1, exc, self.config.packing.micro_batch_tokens)
+                if _memory.out_of_memory(exc)
+                else ""
+            )
         else:
             self._stepped(record)
             return
         # out of the except block: the exception and its frames (the step's activations) are gone
         await self._reopen(run, batch, why)
-        self._oom_in_a_row = self._oom_in_a_row + 1 if oom else 0
+        self._oom_in_a_row = self._oom_in_a_row + 1 if oom_reason else 0
         if self._oom_in_a_row >= _memory.STRIKES:
-            self.fail(stop_reason)
+            self.fail(oom_reason)
 
     async def _reopen(self, run: RunLearner, batch, why: str) -> None:
         """Fail the batch's groups back to the stream and drop the run; the next group reopens it
