@@ -70,3 +70,17 @@ def test_a_learner_restore_that_lost_state_is_one_screen_line_and_a_clean_one_or
     assert "skipped: step_000003: trainer.pt has 10 bytes" in line
     assert "lost: optimizer state (AdamW moments, RNG): reset at version 3" in line
     assert p.take_notices() == []  # shown once
+
+
+def test_executions_without_their_grade_yet_are_counted_as_ungraded_every_attempt_once():
+    p = Progress(tasks=["t"], rounds=1, train=True)
+    for node, attempt in [("a", 0), ("b", 0), ("a", 2)]:
+        executed = pb.NodeExecuted(node_id=node, task="t", round=1, status="infrastructure", attempt=attempt)
+        p.apply(events.make_event("r", "executor", executed))
+    assert p.ungraded == 3
+    graded = pb.NodeGraded(node_id="a", task="t", round=1, status="infrastructure")
+    p.apply(events.make_event("r", "grader", graded))
+    assert p.ungraded == 2
+    retry = pb.NodeGraded(node_id="a", task="t", round=1, status="ok", attempt=2)
+    p.apply(events.make_event("r", "grader", retry))
+    assert p.ungraded == 1

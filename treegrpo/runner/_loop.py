@@ -24,6 +24,9 @@ from treegrpo.runner._supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 BUS_DOWN = "bus_down"  # stopped because the bus took no writes for runner.bus_wait_s: resumable
+# After a service's permanent fault the others still hold facts in flight (the executor's last
+# masked node on its way to the grader): the run ends once they are graded, or after this long.
+SETTLE_S = 15.0
 
 
 async def watch(bus: Bus, run_id: str, progress: Progress, stop: asyncio.Event) -> None:
@@ -64,6 +67,7 @@ class Loop:
     faults: FaultWatch
     progress: Progress
     console: Console
+    failed_at: float = 0.0  # when a service's permanent fault was first seen (0: none yet)
 
     def services(self) -> dict[str, tuple[bool, int, str]]:
         return {n: (p.alive, p.restarts, self.sup.state(p)) for n, p in self.sup.procs.items()}
@@ -93,9 +97,20 @@ class Loop:
             self.console.print(f"[yellow]{note}[/]", soft_wrap=True)
         live.update(self.progress.table(self.services(), self.faults.lines))
 
+    def settled(self) -> bool:
+        """After a service's permanent fault: True once every recorded execution is graded (looked
+        at from a second after the fault on, so the watcher has the failed service's last facts),
+        `SETTLE_S` after it, or at once when the grader is what failed (nothing else grades)."""
+        now = time.time()
+        self.failed_at = self.failed_at or now
+        waited = now - self.failed_at
+        if "grader" in self.sup.failures or waited > SETTLE_S:
+            return True
+        return waited >= 1.0 and not self.progress.ungraded
+
     async def decide(self, deadline: float) -> tuple[str, str] | None:
         sup, rf = self.sup, self.rf
-        if sup.failures:
+        if sup.failures and self.settled():
             return "failed", "; ".join(f"{n}: {why}" for n, why in sup.failures.items())
         if sup.gave_up:
             self.console.print(f"[red]gave up on {', '.join(sup.gave_up)}; see {sup.run_dir / 'logs'}[/]")

@@ -20,6 +20,7 @@ class TaskProgress:
     rounds_done: int = 0
     round_now: int = 0
     sampled: int = 0
+    executed: int = 0  # nodes' recorded executions, every attempt's (the grader grades each)
     graded: int = 0
     statuses: Counter = field(default_factory=Counter)  # each node's newest attempt's
     retried: int = 0  # retry attempts graded (--retry-masked): counted in `statuses`, not in `graded` again
@@ -69,6 +70,8 @@ class Progress:
                 tp.best = tp.round_best[b.round][1]
         elif kind == Kind.NODE_SAMPLED and tp:
             tp.sampled += 1
+        elif kind == Kind.NODE_EXECUTED and tp:
+            tp.executed += 1
         elif kind == Kind.NODE_GRADED and tp:
             if b.attempt > 1:  # a masked node's retry: the node counts once, with its newest status
                 tp.retried += 1
@@ -110,6 +113,11 @@ class Progress:
     @property
     def training_done(self) -> bool:
         return not self.train or self.learner_steps >= self.rounds
+
+    @property
+    def ungraded(self) -> int:
+        """Executions recorded whose grade has not come yet (every attempt's)."""
+        return sum(max(0, tp.executed - tp.graded - tp.retried) for tp in self.per_task.values())
 
     @property
     def retried(self) -> int:
