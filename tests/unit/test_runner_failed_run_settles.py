@@ -9,8 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from treegrpo import events
-from treegrpo.runner import Progress
-from treegrpo.runner import _loop
+from treegrpo.runner import Progress, _loop
 from treegrpo.v1 import events_pb2 as pb
 
 pytestmark = pytest.mark.timeout(10)
