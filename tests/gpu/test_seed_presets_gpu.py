@@ -1,7 +1,8 @@
 """The seed's two presets through the whole loop on one GPU (run on the device machine:
 `benchmarks/seed_round_gpu.sh`, which stages vLLM + fla and runs this file).
 
-`treegrpo run treegrpo/examples/seed-<shape>-h200.toml` on a random-weight checkpoint of the real
+`treegrpo run treegrpo/examples/seed-<shape>-h200.toml` (and `seed-qwen35-9b-h100.toml`, the 9B on an
+80 GB card) on a random-weight checkpoint of the real
 shape (`treegrpo model init --shape`): vLLM and the learner share the GPU (the engine sleeps while
 the learner steps), 1 task x E4 x G16 = 64 nodes a round, TG_SEED_ROUNDS rounds (default 2).
 Asserted from the run's seed-format export: every node of every round sampled, executed and
@@ -80,13 +81,21 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "shape,preset", [("qwen35-9b", "seed-qwen35-9b-h200.toml"), ("qwen36-27b", "seed-qwen36-27b-h200.toml")]
+    "shape,preset",
+    [
+        ("qwen35-9b", "seed-qwen35-9b-h200.toml"),
+        ("qwen36-27b", "seed-qwen36-27b-h200.toml"),
+        ("qwen35-9b", "seed-qwen35-9b-h100.toml"),  # an 80 GB card: the learner's step checkpointed
+    ],
 )
 def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     if os.environ.get("TG_SEED_SHAPES") and shape not in os.environ["TG_SEED_SHAPES"].split(","):
         pytest.skip(f"TG_SEED_SHAPES={os.environ['TG_SEED_SHAPES']}")
     home = Path(os.environ.get("TG_GPU_HOME", tmp_path / "home"))
-    out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / shape
+    # one folder per preset: qwen35-9b (its H200 preset), qwen35-9b-h100, ...
+    out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / preset.removeprefix("seed-").removesuffix(
+        "-h200.toml"
+    ).removesuffix(".toml")
     out.mkdir(parents=True, exist_ok=True)
     model = _model(home, shape)
     rounds = int(os.environ.get("TG_SEED_ROUNDS", "2"))

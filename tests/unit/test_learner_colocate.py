@@ -44,8 +44,8 @@ def test_off_cuda_nothing_waits_and_nothing_is_released():
 def test_the_seed_presets_release_after_each_step_with_expandable_segments():
     from treegrpo.runner import load_run_file
 
-    for shape in ("qwen35-9b", "qwen36-27b"):
-        rf = load_run_file(EXAMPLES / f"seed-{shape}-h200.toml")
+    for preset in ("seed-qwen35-9b-h200.toml", "seed-qwen36-27b-h200.toml", "seed-qwen35-9b-h100.toml"):
+        rf = load_run_file(EXAMPLES / preset)
         learner = rf.service("learner")
         assert learner.colocate.release_after_step and learner.colocate.expandable_segments
         assert learner.colocate.min_free_gib > 0
@@ -62,3 +62,20 @@ def test_a_colocated_wait_that_could_never_end_is_refused_with_the_numbers():
     assert _colocate.unreachable(139.8, 18.0, 60.0, 75.0) == ""  # the same preset on its H200
     assert _colocate.unreachable(79.2, 18.0, 30.0, 40.0) == ""
     _colocate.check_reachable("cpu", 1e9, 1e9)  # off CUDA nothing waits, so nothing is refused
+
+
+def test_the_9b_preset_for_an_80_gb_card_is_the_h200_one_with_a_checkpointed_step_that_fits_it():
+    from treegrpo.runner import load_run_file
+
+    h200, h100 = (load_run_file(EXAMPLES / f"seed-qwen35-9b-{card}.toml") for card in ("h200", "h100"))
+    small, large = h100.service("learner"), h200.service("learner")
+    assert small.packing.gradient_checkpointing and not large.packing.gradient_checkpointing
+    # measured on one H100 (2026-12-07): 79.2 GiB, the learner holding 18.2 between steps
+    assert _colocate.unreachable(79.2, 18.2, small.colocate.engine_gib, small.colocate.min_free_gib) == ""
+    assert _colocate.unreachable(79.2, 18.2, large.colocate.engine_gib, large.colocate.min_free_gib)
+    # the sleeping engine is what makes room: awake it holds 0.5 x 79.2 beside the learner's 18.2
+    assert small.colocate.min_free_gib > 79.2 - 0.5 * 79.2 - 18.2
+    # nothing else differs: the tree, the sampler and the rest of the learner are the seed's
+    assert h100.run == h200.run and h100.service("sampler") == h200.service("sampler")
+    same = {"packing", "colocate"}
+    assert small.model_dump(exclude=same) == large.model_dump(exclude=same)

@@ -26,7 +26,9 @@ def test_the_targets_of_the_measured_run_are_all_applied():
     assert check.ok and check.applied == ISSUE_TARGETS
 
 
-@pytest.mark.parametrize("preset", ["seed-qwen35-9b-h200.toml", "seed-qwen36-27b-h200.toml"])
+@pytest.mark.parametrize(
+    "preset", ["seed-qwen35-9b-h200.toml", "seed-qwen36-27b-h200.toml", "seed-qwen35-9b-h100.toml"]
+)
 def test_every_lora_target_of_the_seed_presets_is_one_vllm_applies(preset):
     # read as TOML: the presets are files a user edits, and the learner config's layout is not the point
     text = (Path(__file__).resolve().parents[2] / "treegrpo" / "examples" / preset).read_text()

@@ -135,7 +135,8 @@ def unreachable(total_gib: float, held_gib: float, engine_gib: float, min_free_g
         return (
             f"learner.colocate.min_free_gib = {min_free_gib:g} can never be free on a {total_gib:.1f} GiB "
             f"device where the learner holds {held_gib:.1f}: set it below {total_gib - held_gib:.0f} "
-            "(the learner's step peak less what it holds; the seed presets' values are for a 139 GiB H200)"
+            "(the learner's step peak less what it holds; the seed presets' values are for a 139 GiB H200, "
+            "seed-qwen35-9b-h100.toml's for an 80 GB card)"
         )
     return ""
 
