@@ -92,10 +92,9 @@ def test_seed_preset_closes_the_loop_on_one_gpu(shape, preset, tmp_path):
     if os.environ.get("TG_SEED_SHAPES") and shape not in os.environ["TG_SEED_SHAPES"].split(","):
         pytest.skip(f"TG_SEED_SHAPES={os.environ['TG_SEED_SHAPES']}")
     home = Path(os.environ.get("TG_GPU_HOME", tmp_path / "home"))
-    # one folder per preset: qwen35-9b (its H200 preset), qwen35-9b-h100, ...
-    out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / preset.removeprefix("seed-").removesuffix(
-        "-h200.toml"
-    ).removesuffix(".toml")
+    # one folder per preset, named as seed_round_gpu.sh's name_of: qwen35-9b (its H200 preset), qwen35-9b-h100
+    name = preset.removeprefix("seed-").removesuffix(".toml").removesuffix("-h200")
+    out = Path(os.environ.get("TG_GPU_OUT", tmp_path / "out")) / name
     out.mkdir(parents=True, exist_ok=True)
     model = _model(home, shape)
     rounds = int(os.environ.get("TG_SEED_ROUNDS", "2"))
