@@ -3,6 +3,9 @@ sampler's weight receiver on the hf backend (a private module: `treegrpo_sampler
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from treegrpo.models import build_model
@@ -39,6 +42,52 @@ async def receiver(bus, tiny, tmp_path):
         tmp_path / "adapters",
         "sampler/s1",
         published_wait_s=1.0,  # the wait for a push's policy.published: short, for tests
+    )
+    rec = WeightReceiver(loader, "127.0.0.1", 0)
+    await rec.start()
+    try:
+        yield rec
+    finally:
+        await rec.stop()
+
+
+class SleepingHf(HfBackend):
+    """The hf backend with a colocated engine's sleep mode: it sleeps while the learner steps, and
+    its wake takes `WAKE_S`, as a vLLM engine's takes 0.44 s on the 9B and 1.2 s on the 27B. Each
+    wake's and load's start is kept (perf_counter)."""
+
+    WAKE_S = 0.4
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asleep = False
+        self.last_sleep_seconds = self.last_wake_seconds = 0.0
+        self.wakes: list[float] = []
+        self.loads: list[float] = []
+
+    async def sleep(self, version: int | None = None) -> bool:
+        self.asleep, self.last_sleep_seconds = True, 0.01
+        return True
+
+    async def wake(self) -> float:
+        if not self.asleep:
+            return 0.0
+        self.wakes.append(time.perf_counter())
+        await asyncio.sleep(self.WAKE_S)
+        self.asleep, self.last_wake_seconds = False, time.perf_counter() - self.wakes[-1]
+        return self.last_wake_seconds
+
+    async def load_adapter(self, version: int, adapter_dir) -> None:
+        self.loads.append(time.perf_counter())
+        await self.wake()  # an engine still asleep wakes inside the load, as vLLM's does
+        await super().load_adapter(version, adapter_dir)
+
+
+@pytest.fixture
+async def sleeping_receiver(bus, tiny, tmp_path):
+    """`receiver`, its backend a `SleepingHf`."""
+    loader = AdapterLoader(
+        SleepingHf(tiny), bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1", published_wait_s=1.0
     )
     rec = WeightReceiver(loader, "127.0.0.1", 0)
     await rec.start()

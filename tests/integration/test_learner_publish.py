@@ -85,3 +85,21 @@ async def test_a_failed_upload_fails_the_publish_and_nothing_is_loaded(
     assert receiver.loader.backend.version == 0
     assert await bus.last_event(RUN, Kind.POLICY_PUBLISHED, "1") is None
     assert not (tmp_path / "adapters" / RUN / "v1").exists()  # unpacked while it waited, then removed
+
+
+async def test_a_sleeping_engine_wakes_beside_the_transfer_and_the_step_counts_only_the_wait(
+    bus, tiny, tmp_path, sleeping_receiver
+):
+    # the learner released the GPU before it pushed: the engine starts its wake at the first chunk,
+    # and the step's wake phase is the part the load still waited for
+    backend = sleeping_receiver.loader.backend
+    await backend.sleep(0)
+    metrics = await publisher(bus, sleeping_receiver).publish(
+        RUN, 1, archive_of(tiny, tmp_path, 1), str(tiny)
+    )
+    assert metrics["push_confirmed"] == 1.0 and backend.version == 1 and not backend.asleep, metrics
+    assert len(backend.wakes) == 1 and backend.wakes[0] < backend.loads[0]  # woken ahead of the load
+    assert metrics["sampler_wake_s"] >= backend.WAKE_S, metrics
+    assert metrics["sampler_wake_waited_s"] < metrics["sampler_wake_s"], metrics
+    loaded = (await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))).policy_loaded
+    assert loaded.wake_waited_seconds == metrics["sampler_wake_waited_s"]

@@ -223,3 +223,53 @@ async def test_an_engine_that_cannot_wake_refuses_the_push_and_stops_the_sampler
     assert not ack.accepted and "out of memory" in ack.reason and ack.version == 0
     assert len(lost) == 1 and "could not wake" in lost[0]
     assert await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1")) is None
+
+
+async def test_a_push_wakes_a_sleeping_engine_at_its_first_chunk_and_holds_it_awake_until_loaded(
+    bus, tiny, tmp_path, sleeping_receiver
+):
+    import asyncio
+    import time
+
+    import grpc
+
+    from treegrpo.v1 import weights_pb2 as wpb
+    from treegrpo.v1 import weights_pb2_grpc as wgrpc
+
+    loader, data = sleeping_receiver.loader, adapter_tar(tiny, tmp_path, 1)
+    backend, sha = loader.backend, (await announce(bus, 1, data)).sha256
+    await backend.sleep(0)
+    seen_loading: list[bool] = []
+
+    async def slow_chunks():  # a transfer that takes 0.3 s, as a 467 MB 27B adapter's does
+        for off in range(0, len(data), len(data) // 3 + 1):
+            yield wpb.AdapterChunk(
+                run_id=RUN,
+                version=1,
+                sha256=sha,
+                total_bytes=len(data),
+                offset=off,
+                data=data[off : off + len(data) // 3 + 1],
+            )
+            await asyncio.sleep(0.1)
+            seen_loading.append(loader.loading)  # what the pump asks before it puts the engine to sleep
+
+    started = time.perf_counter()
+    async with grpc.aio.insecure_channel(sleeping_receiver.address) as channel:
+        ack = await wgrpc.WeightSyncStub(channel).PushAdapter(slow_chunks(), timeout=30)
+    assert ack.accepted, ack.reason
+    assert all(seen_loading) and not loader.loading and not backend.asleep
+    assert backend.wakes[0] - started < 0.1 < backend.loads[0] - started  # at the first chunk, not the load
+    loaded = (await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))).policy_loaded
+    assert loaded.wake_seconds >= backend.WAKE_S
+    assert loaded.wake_waited_seconds <= loaded.wake_seconds - 0.2  # the transfer hid the rest
+
+
+async def test_a_refused_push_that_woke_the_engine_lets_it_sleep_again(
+    bus, tiny, tmp_path, sleeping_receiver
+):
+    loader = sleeping_receiver.loader
+    await loader.backend.sleep(0)
+    unannounced = await push_adapter(sleeping_receiver.address, RUN, 5, adapter_tar(tiny, tmp_path, 2))
+    assert not unannounced.accepted and "no policy.published" in unannounced.reason
+    assert not loader.loading and loader.backend.version == 0  # the pump may put it to sleep again

@@ -12,7 +12,8 @@ import tarfile
 
 import pytest
 
-from treegrpo_sampler._adapters import VersionGate, _untar
+from treegrpo_sampler import VersionGate
+from treegrpo_sampler._adapters import _untar
 
 
 async def test_swap_waits_for_running_generation_and_new_generation_waits_for_a_pending_swap():

@@ -410,20 +410,22 @@ class PolicyPublished(_message.Message):
     def __init__(self, version: _Optional[int] = ..., adapter_key: _Optional[str] = ..., sha256: _Optional[str] = ..., bytes: _Optional[int] = ..., step: _Optional[int] = ..., base_model: _Optional[str] = ...) -> None: ...
 
 class PolicyLoaded(_message.Message):
-    __slots__ = ("version", "sampler_id", "load_seconds", "sha256", "sleep_seconds", "wake_seconds")
+    __slots__ = ("version", "sampler_id", "load_seconds", "sha256", "sleep_seconds", "wake_seconds", "wake_waited_seconds")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SAMPLER_ID_FIELD_NUMBER: _ClassVar[int]
     LOAD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SLEEP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     WAKE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WAKE_WAITED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     version: int
     sampler_id: str
     load_seconds: float
     sha256: str
     sleep_seconds: float
     wake_seconds: float
-    def __init__(self, version: _Optional[int] = ..., sampler_id: _Optional[str] = ..., load_seconds: _Optional[float] = ..., sha256: _Optional[str] = ..., sleep_seconds: _Optional[float] = ..., wake_seconds: _Optional[float] = ...) -> None: ...
+    wake_waited_seconds: float
+    def __init__(self, version: _Optional[int] = ..., sampler_id: _Optional[str] = ..., load_seconds: _Optional[float] = ..., sha256: _Optional[str] = ..., sleep_seconds: _Optional[float] = ..., wake_seconds: _Optional[float] = ..., wake_waited_seconds: _Optional[float] = ...) -> None: ...
 
 class DeadLettered(_message.Message):
     __slots__ = ("consumer", "subject", "reason", "payload", "stream_seq")

@@ -84,6 +84,12 @@ async def loaded_facts(bus: Bus, run_id: str, version: int, sha256: str) -> list
     return [e.policy_loaded for e in found.values() if e.policy_loaded.sha256 in ("", sha256)]
 
 
+def _waited(fact: pb.PolicyLoaded) -> float:
+    """What the sampler's load waited for its engine's wake (all of it from a sampler that woke only
+    at the load and does not say)."""
+    return fact.wake_waited_seconds if fact.HasField("wake_waited_seconds") else fact.wake_seconds
+
+
 class Publisher:
     def __init__(
         self,
@@ -155,6 +161,8 @@ class Publisher:
                     # colocated engines: the slowest one's sleep before the step and wake for this version
                     "sampler_sleep_s": max((f.sleep_seconds for f in facts), default=0.0),
                     "sampler_wake_s": max((f.wake_seconds for f in facts), default=0.0),
+                    # of it, what the loads waited for (the rest ran beside the transfer and checks)
+                    "sampler_wake_waited_s": max((_waited(f) for f in facts), default=0.0),
                 }
             log.warning(
                 "version %d: %d confirmation(s) missing after %.0fs (attempt %d/%d)",

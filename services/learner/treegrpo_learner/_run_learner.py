@@ -218,8 +218,9 @@ class RunLearner:
                 record.metrics["archive_s"] = time.perf_counter() - tu
                 got = await self.publisher.publish(self.run_id, self.state.step, archive, self.model_path)
                 record.metrics.update(got)
-                # a colocated engine's wake is its own phase, not the weights' transfer and load
-                wake = record.metrics.get("sampler_wake_s", 0.0)
+                # a colocated engine's wake is its own phase, not the weights' transfer and load: the
+                # part the load waited for (sampler_wake_s keeps the whole wake)
+                wake = record.metrics.get("sampler_wake_waited_s", 0.0)
                 record.phases_s.update_weights = time.perf_counter() - tu - wake
                 if wake:
                     record.phases_s.wake = wake

@@ -8,7 +8,8 @@ Public surface (import from here, not from the private modules):
 - `SamplerConfig`; the service class is `treegrpo_sampler.service.SamplerService` (imported lazily).
 """
 
-from treegrpo_sampler._adapters import AdapterLoader, LoadResult, VersionGate
+from treegrpo_sampler._adapters import AdapterLoader
+from treegrpo_sampler._gate import LoadResult, VersionGate
 from treegrpo_sampler._parse import ParsedCompletion, parse_completion
 from treegrpo_sampler._weights import WeightReceiver, push_adapter
 from treegrpo_sampler.backends import Backend, Completion, SamplingParams, create_backend

@@ -20,7 +20,7 @@ from treegrpo.bus import Bus
 from treegrpo.prompts import TaskContext, task_context
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler import _expand
-from treegrpo_sampler._adapters import VersionGate
+from treegrpo_sampler._gate import VersionGate
 from treegrpo_sampler._state import RunState
 from treegrpo_sampler.backends import SamplingParams, resolve_model_path
 from treegrpo_sampler.config import SamplerConfig

@@ -20,7 +20,8 @@ import grpc
 from treegrpo.events import check_token
 from treegrpo.v1 import weights_pb2 as wpb
 from treegrpo.v1 import weights_pb2_grpc as wgrpc
-from treegrpo_sampler._adapters import AdapterLoader, LoadResult
+from treegrpo_sampler._adapters import AdapterLoader
+from treegrpo_sampler._gate import LoadResult
 from treegrpo_sampler.config import GrpcSettings
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,15 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
         self.pushes += 1
         with tempfile.TemporaryDirectory(dir=self.spool_dir) as tmp:
             archive = Path(tmp) / "adapter.tar"
-            try:
-                head, received_sha = await self._spool(request_iterator, archive)
-            except _Refused as exc:
-                result = self.loader._refuse(str(exc))
-            else:
-                result = await self.loader.load_archive(
-                    head.run_id, head.version, archive, head.sha256, received_sha
-                )
+            with self.loader.expecting():  # a sleeping engine wakes from the first chunk: not put back
+                try:
+                    head, received_sha = await self._spool(request_iterator, archive)
+                except _Refused as exc:
+                    result = self.loader._refuse(str(exc))
+                else:
+                    result = await self.loader.load_archive(
+                        head.run_id, head.version, archive, head.sha256, received_sha
+                    )
         if not result.accepted:
             self.refusals += 1
         return _ack(result)
@@ -88,6 +90,7 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
             async for chunk in chunks:
                 if head is None:
                     head = self._check_head(chunk)
+                    self.loader.wake_ahead(head.version)  # the wake runs beside the transfer
                 elif (chunk.run_id, chunk.version, chunk.sha256, chunk.total_bytes) != (
                     head.run_id,
                     head.version,

@@ -23,8 +23,9 @@ from treegrpo.events import Kind
 from treegrpo.service import Service
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler import _respend, _rounds
-from treegrpo_sampler._adapters import AdapterLoader, VersionGate
+from treegrpo_sampler._adapters import AdapterLoader
 from treegrpo_sampler._checks import check_adapter, check_attempt, check_group, require_started
+from treegrpo_sampler._gate import VersionGate
 from treegrpo_sampler._group import GroupSampler
 from treegrpo_sampler._schedule import Scheduler
 from treegrpo_sampler._state import REPLAY_KINDS, RunState
@@ -252,6 +253,8 @@ class SamplerService(Service):
         never between a round's expansions, which wait only for the executor and grader)."""
         sleep = getattr(self.backend, "sleep", None)
         if sleep is None or self.scheduler.in_flight or not runs or getattr(self.backend, "asleep", False):
+            return
+        if self.loader is not None and self.loader.loading:  # woken ahead of a version on its way in
             return
         version = self.backend.version
         if all(nothing_to_sample(s.spec, s.rounds, version) for s in runs):
