@@ -118,7 +118,10 @@ class RunSpec(Settings):
         validate. Keys this class no longer has (RETIRED_KEYS) are ignored: the log is immutable;
         and the reader's environment (TREEGRPO_RUN_*) is not applied: it is no source of a past
         run's facts."""
-        raw = json.loads(text)  # a JSONDecodeError is a ValueError
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:  # a ValueError that names what it failed to read
+            raise ValueError(f"run.started's run spec is no JSON: {exc}") from exc
         if not isinstance(raw, dict):  # a forged or corrupt fact: say so, never an AttributeError
             raise ValueError(f"run.started's run spec is a JSON {type(raw).__name__}, not an object")
         data = {k: v for k, v in raw.items() if k not in RETIRED_KEYS}
