@@ -166,6 +166,10 @@ def test_a_run_spec_that_names_another_run_or_is_no_json_object_is_refused():
 
     text = RunSpec(run_id="r1", tasks=["t"]).model_dump_json()
     assert RunSpec.of_run("r1", text).run_id == "r1"
-    for bad, why in ((text, "carries the spec of run r1"), ("[1]", "not an object"), ("{", "is no JSON: Expecting property name")):
+    for bad, why in (
+        (text, "carries the spec of run r1"),
+        ("[1]", "not an object"),
+        ("{", "is no JSON: Expecting property name"),
+    ):
         with pytest.raises(ValueError, match=why):
             RunSpec.of_run("r2" if bad == text else "r1", bad)

@@ -106,3 +106,14 @@ def read_archive(archive: Path, folder: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     extract_data(archive, folder)
     return json.loads((folder / STATE_FILE).read_text())
+
+
+def write_version(model, extra: dict, outbox: Path, version: int, dtype: str) -> Archive:
+    """Version `version`'s archive in `outbox` (`v<version>.tar`), the older ones removed: those
+    written more than a second before it (a re-push of the same version rewrites its own)."""
+    dest = outbox / f"v{version}.tar"
+    archive = write_archive(model, extra, dest, dtype)
+    for old in sorted(outbox.glob("v*.tar")):
+        if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
+            old.unlink(missing_ok=True)
+    return archive

@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from treegrpo import events
@@ -17,14 +18,14 @@ from treegrpo.config import RunSpec, treegrpo_home
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner import _checkpoint as ckpt
 from treegrpo_learner import _colocate
-from treegrpo_learner._archive import Archive, write_archive
+from treegrpo_learner._archive import Archive, write_version
 from treegrpo_learner._buffer import Batch, GroupBuffer, Member, read_members
 from treegrpo_learner._model import load_base, wrap_lora
 from treegrpo_learner._numeric import check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Published, Publisher
 from treegrpo_learner._restore import Restorer
 from treegrpo_learner._samples import BatchSamples, batch_samples
-from treegrpo_learner._telemetry import phase_spans, step_context
+from treegrpo_learner._telemetry import phase_spans, step_context, step_record
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
 
@@ -201,29 +202,15 @@ class RunLearner:
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             if co.release_after_step:
                 await asyncio.to_thread(_colocate.release, self.cfg.device)
-            record = self._record(batch, phases, metrics, got.with_signal, got.staleness, dropped)
+            record = step_record(batch, self.state, phases, metrics, got, dropped)
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
             self.state.record = MessageToDict(record, preserving_proto_field_name=True)
-            if self.state.step % self.cfg.checkpoint.every == 0:
-                with self.tracer.start_as_current_span("save_checkpoint"):
-                    ts = time.perf_counter()
-                    await asyncio.to_thread(self.save_checkpoint, adapter)
-                    record.phases_s.save_checkpoint = time.perf_counter() - ts
-                    record.total_s = waited_s + (time.perf_counter() - t0)
-                    self.state.record = MessageToDict(record, preserving_proto_field_name=True)
-            with self.tracer.start_as_current_span("update_weights"):
-                tu = time.perf_counter()
-                archive = await self.archive(adapter)
-                record.metrics["archive_s"] = time.perf_counter() - tu
-                got = await self.publisher.publish(self.run_id, self.state.step, archive, self.model_path)
-                record.metrics.update(got)
-                # a colocated engine's wake is its own phase, not the weights' transfer and load: the
-                # part the load waited for (sampler_wake_s keeps the whole wake)
-                wake = record.metrics.get("sampler_wake_waited_s", 0.0)
-                record.phases_s.update_weights = time.perf_counter() - tu - wake
-                if wake:
-                    record.phases_s.wake = wake
+            saved_s = await self._update_weights(
+                record, adapter, self.state.step % self.cfg.checkpoint.every == 0
+            )
+            if saved_s is not None:
+                record.phases_s.save_checkpoint = saved_s
             record.total_s = waited_s + (time.perf_counter() - t0)
             span.set_attribute("treegrpo.policy_version", self.state.step)
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
@@ -232,6 +219,48 @@ class RunLearner:
             if not g.done.done():
                 g.done.set_result(True)
         return record
+
+    def _save_beside(self, adapter, step_ctx: otel_context.Context) -> asyncio.Task[float]:
+        """The step's checkpoint, written beside the upload and the push (it cost 2.2 s of a 51 s warm
+        9B step when it came first); the seconds it took. The version is announced only once it is
+        durable (`Publisher.upload`), so a served version always has its moments on disk."""
+
+        async def save() -> float:
+            with self.tracer.start_as_current_span(
+                "save_checkpoint", context=step_ctx
+            ):  # a phase of the step
+                ts = time.perf_counter()
+                await asyncio.to_thread(self.save_checkpoint, adapter)
+                return time.perf_counter() - ts
+
+        return asyncio.create_task(save())
+
+    async def _update_weights(self, record: pb.LearnerStepped, adapter, checkpoint: bool) -> float | None:
+        """The adapter's tar, then (with `checkpoint`) the checkpoint beside its upload and push, until
+        every sampler confirmed it: the `update_weights` phase (a colocated engine's wait for its wake
+        is `wake`); the checkpoint's seconds, None without one. The tar is written first: both call
+        peft's `save_pretrained`, which flips the live config's `inference_mode` while it saves."""
+        step_ctx = otel_context.get_current()
+        with self.tracer.start_as_current_span("update_weights"):
+            tu = time.perf_counter()
+            archive = await self.archive(adapter)
+            record.metrics["archive_s"] = time.perf_counter() - tu
+            saving = self._save_beside(adapter, step_ctx) if checkpoint else None
+            try:
+                got = await self.publisher.publish(
+                    self.run_id, self.state.step, archive, self.model_path, durable=saving
+                )
+            finally:
+                if saving is not None:  # never leave a checkpoint half written behind a failed push
+                    await asyncio.wait([saving])
+            record.metrics.update(got)
+            # a colocated engine's wake is its own phase, not the weights' transfer and load: the
+            # part the load waited for (sampler_wake_s keeps the whole wake)
+            wake = record.metrics.get("sampler_wake_waited_s", 0.0)
+            record.phases_s.update_weights = time.perf_counter() - tu - wake
+            if wake:
+                record.phases_s.wake = wake
+        return None if saving is None else saving.result()  # raises the save's own error
 
     async def train(self, samples: list[TrainSample]) -> StepOutput:
         """The next step's update; a numeric fault (overflow, NaN, inf) is `NonFiniteStep`, permanent."""
@@ -258,37 +287,14 @@ class RunLearner:
     def save_checkpoint(self, adapter) -> None:
         ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(), self.cfg.checkpoint.keep)
 
-    def _record(self, batch, phases, metrics, with_signal, staleness, dropped) -> pb.LearnerStepped:
-        rec = pb.LearnerStepped(
-            step=self.state.step,
-            policy_version=self.state.step,
-            sibling_groups=[g.group for g in batch.groups],
-            staleness=staleness,
-            groups_with_signal=with_signal,
-            groups_dropped_stale=dropped,
-            last_stream_seq=self.state.last_stream_seq,
-        )
-        for k in ("gen", "old_log_prob", "ref", "adv", "update_actor"):
-            setattr(rec.phases_s, k, float(phases.get(k, 0.0)))
-        if phases.get("sleep"):
-            rec.phases_s.sleep = phases["sleep"]
-        rec.metrics.update({k: float(v) for k, v in metrics.items()})
-        rec.metrics["groups"] = float(len(batch.groups))
-        rec.metrics["signal_share"] = with_signal / max(1, len(batch.groups))
-        return rec
-
     async def archive(self, adapter=None) -> Archive:
         """This version's adapter archive in the outbox, the older ones removed."""
         extra = {"state": asdict(self.state)}
-        dest = self.ckpt_dir / "outbox" / f"v{self.state.step}.tar"
         if adapter is None:
             adapter = await asyncio.to_thread(self.trainer.export)
         dtype = self.cfg.dtype if self.cfg.publish.dtype == "auto" else self.cfg.publish.dtype
-        archive = await asyncio.to_thread(write_archive, adapter, extra, dest, dtype)
-        for old in sorted((self.ckpt_dir / "outbox").glob("v*.tar")):
-            if old != dest and old.stat().st_mtime < dest.stat().st_mtime - 1:
-                old.unlink(missing_ok=True)
-        return archive
+        outbox = self.ckpt_dir / "outbox"
+        return await asyncio.to_thread(write_version, adapter, extra, outbox, self.state.step, dtype)
 
     async def upload(self, adapter=None) -> Published:
         """This version archived, stored and announced (no push: a restart's unfinished version)."""
