@@ -8,6 +8,15 @@ One checkout against another in the same run, as interleaved pairs of arm proces
 its own code on both sides (learner and sampler) with its own nats-server:
 
     python benchmarks/publish_path.py --before <old checkout> [--mb 173 467] [--pairs 3] [--repeats 3]
+        [--wake-s 0.44] [--checkpoint]
+
+With `--wake-s W` the sampler's engine sleeps between versions and its wake takes W seconds (an
+asyncio sleep standing in for a colocated vLLM engine's wake: 0.44 s on the 9B, 1.2 s on the 27B,
+measured on GPUs): each arm wakes it where its loader does (at the load, or from the push's first
+chunk). With `--checkpoint` the learner also writes its real checkpoint of the version (adapter,
+AdamW moments, `_checkpoint.save`) before the archive, as its `RunLearner` does. `step_tail_s` is
+the step's time from the end of `update_actor` to the confirmed load (checkpoint, archive, upload,
+push, load, wake).
 
 The adapter: LoRA on every linear layer of the tiny local model (`treegrpo model init --size tiny`)
 at the rank that gives the archive its size (~35,600 for 173 MB): the bytes, the tensors' count
@@ -49,21 +58,46 @@ def lora_model(model_dir: Path, mb: int):
     return get_peft_model(base, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=TARGETS)), rank
 
 
-async def serve(work: Path, model: Path, url: str) -> None:
+def sleeping_backend(model: Path, wake_s: float):
+    """The hf backend asleep before every version, its wake taking `wake_s` (see the docstring)."""
+    from treegrpo_sampler.backends._hf import HfBackend
+
+    class Sleeping(HfBackend):
+        asleep, last_sleep_seconds, last_wake_seconds = True, 0.0, 0.0
+
+        async def wake(self) -> float:
+            if not self.asleep:
+                return 0.0
+            started = time.perf_counter()
+            await asyncio.sleep(wake_s)
+            self.asleep, self.last_wake_seconds = False, time.perf_counter() - started
+            return self.last_wake_seconds
+
+        async def load_adapter(self, version: int, adapter_dir) -> None:
+            await self.wake()  # an engine still asleep wakes inside the load, as vLLM's does
+            await super().load_adapter(version, adapter_dir)
+            self.asleep = True  # the next round, then the learner's next step: asleep again
+
+    return Sleeping(model)
+
+
+async def serve(work: Path, model: Path, url: str, wake_s: float) -> None:
     """The sampler's side: a real receiver and loader on the bus; prints its address, serves until killed."""
     from treegrpo.bus import Bus
     from treegrpo_sampler import AdapterLoader, VersionGate, WeightReceiver
     from treegrpo_sampler.backends._hf import HfBackend
 
     bus = await Bus.connect(url, "sampler/bench", 10)
-    loader = AdapterLoader(HfBackend(model), bus, VersionGate(), "s1", work / "adapters", "sampler/bench")
+    backend = sleeping_backend(model, wake_s) if wake_s > 0 else HfBackend(model)
+    loader = AdapterLoader(backend, bus, VersionGate(), "s1", work / "adapters", "sampler/bench")
     receiver = WeightReceiver(loader, port=0, spool_dir=work)
     print(await receiver.start(), flush=True)
     await asyncio.Event().wait()
 
 
-async def publish_one(publisher, model, work: Path, version: int) -> dict:
-    """One version through this checkout's path; the learner's seconds per stage."""
+async def publish_one(publisher, model, work: Path, version: int, opt=None) -> dict:
+    """One version through this checkout's path; the learner's seconds per stage (with `opt`, its
+    checkpoint too)."""
     if not hasattr(publisher, "publish"):  # before 2026-12-07: archive, upload, then push
         from treegrpo_learner._publish import write_archive
 
@@ -75,13 +109,40 @@ async def publish_one(publisher, model, work: Path, version: int) -> dict:
     from treegrpo_learner._archive import write_archive  # the archive carries its sha256
 
     t0 = time.perf_counter()
+    saved_s = await checkpoint(model, opt, work, version) if opt is not None else 0.0  # before the push
+    ta = time.perf_counter()
     archive = write_archive(model, {"state": {"step": version}}, work / f"v{version}.tar", "bfloat16")
     t1 = time.perf_counter()
     metrics = await publisher.publish(RUN, version, archive, "tiny")
-    return {"archive_s": t1 - t0, "update_weights_s": time.perf_counter() - t0} | metrics
+    end = time.perf_counter()
+    saved = {"save_checkpoint_s": saved_s} if opt is not None else {}
+    return {"archive_s": t1 - ta, "update_weights_s": end - ta, "step_tail_s": end - t0} | metrics | saved
 
 
-async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
+async def checkpoint(model, opt, work: Path, version: int) -> float:
+    """The version's real checkpoint (adapter, AdamW moments, state), as the learner writes it; seconds."""
+    from treegrpo_learner import _checkpoint as ckpt
+
+    started = time.perf_counter()
+    state = ckpt.LearnerState(run_id=RUN, step=version)
+    await asyncio.to_thread(ckpt.save, work / "ckpt", state, model, {"optimizer": opt.state_dict()}, 2)
+    return time.perf_counter() - started
+
+
+def adamw_of(model):
+    """An AdamW whose moments are filled (one step on random gradients), as after a learner's step."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-6)
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return opt
+
+
+async def arm(work: Path, sizes: list[int], repeats: int, wake_s: float, with_ckpt: bool) -> dict:
     """Every size, `repeats` versions each, through this checkout's learner and sampler."""
     import torch
 
@@ -97,7 +158,7 @@ async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
     subprocess.run(cmd, check=True, capture_output=True)
     server = EmbeddedNats(work / "nats").start()
     sampler = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(work), str(model_dir), server.url],
+        [sys.executable, __file__, "--serve", str(work), str(model_dir), server.url, "--wake-s", str(wake_s)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -111,6 +172,7 @@ async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
         version = 0
         for mb in sizes:
             model, rank = lora_model(model_dir, mb)
+            opt = adamw_of(model) if with_ckpt else None
             rows = []
             for _ in range(repeats):
                 version += 1
@@ -118,11 +180,12 @@ async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
                     for n, p in model.named_parameters():
                         if "lora_" in n:
                             p.normal_(0, 0.02)
-                row = await publish_one(publisher, model, work, version)
+                row = await publish_one(publisher, model, work, version, opt)
                 published = await bus.last_event(RUN, Kind.POLICY_PUBLISHED, str(version))
                 loaded = await bus.last_event(RUN, Kind.POLICY_LOADED, (str(version), "s1"))
                 row["published_to_loaded_s"] = loaded.envelope.time - published.envelope.time
                 row["load_s"] = loaded.policy_loaded.load_seconds
+                row |= wake_of(loaded.policy_loaded)
                 row["archive_mb"] = published.policy_published.bytes / 1e6
                 rows.append(row)
             out[f"{mb}MB"] = {"rank": rank, "runs": rows}
@@ -134,12 +197,32 @@ async def arm(work: Path, sizes: list[int], repeats: int) -> dict:
     return out
 
 
-def run_arm(tree: Path, sizes: list[int], repeats: int) -> dict:
+def wake_of(fact) -> dict:
+    """The engine's wake and the part the load waited for (all of it where the fact has no such field:
+    a checkout before the wake started at the first chunk)."""
+    known = "wake_waited_seconds" in fact.DESCRIPTOR.fields_by_name and fact.HasField("wake_waited_seconds")
+    return {
+        "wake_s": fact.wake_seconds,
+        "wake_waited_s": fact.wake_waited_seconds if known else fact.wake_seconds,
+    }
+
+
+def run_arm(tree: Path, sizes: list[int], repeats: int, extra: list[str]) -> dict:
     """This script in a fresh process with `tree`'s packages first on the path."""
     paths = [tree, tree / "services" / "learner", tree / "services" / "sampler"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, __file__, "--arm", tmp, "--mb", *map(str, sizes), "--repeats", str(repeats)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--arm",
+            tmp,
+            "--mb",
+            *map(str, sizes),
+            "--repeats",
+            str(repeats),
+            *extra,
+        ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"arm in {tree} failed:\n{done.stderr[-3000:]}")
@@ -151,16 +234,17 @@ def run_arm(tree: Path, sizes: list[int], repeats: int) -> dict:
 
 def summarize(arms: dict[str, list[dict]], sizes: list[int]) -> dict:
     """Per size and arm: the median over every version of every pair, per stage; after/before."""
-    keys = ("update_weights_s", "archive_s", "upload_s", "push_s", "published_to_loaded_s", "load_s")
+    keys = ("step_tail_s", "update_weights_s", "archive_s", "save_checkpoint_s", "upload_s", "push_s")
+    keys += ("published_to_loaded_s", "load_s", "wake_s", "wake_waited_s")
     out = {}
     for mb in sizes:
         per = {}
         for name, results in arms.items():
             rows = [r for res in results for r in res[f"{mb}MB"]["runs"]]
             per[name] = {k: round(statistics.median(r[k] for r in rows), 3) for k in keys if k in rows[0]}
-        per["ratio_update_weights"] = round(
-            per["after"]["update_weights_s"] / per["before"]["update_weights_s"], 2
-        )
+        for k in ("update_weights_s", "step_tail_s"):
+            if k in per["before"] and k in per["after"]:
+                per[f"ratio_{k[:-2]}"] = round(per["after"][k] / per["before"][k], 2)
         out[f"{mb}MB"] = per
     return out
 
@@ -172,21 +256,24 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default="")
+    ap.add_argument("--wake-s", type=float, default=0.0, help="the engine sleeps; its wake takes this")
+    ap.add_argument("--checkpoint", action="store_true", help="the learner checkpoints every version")
     ap.add_argument("--arm", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve:
-        asyncio.run(serve(Path(a.serve[0]), Path(a.serve[1]), a.serve[2]))
+        asyncio.run(serve(Path(a.serve[0]), Path(a.serve[1]), a.serve[2], a.wake_s))
         return
     if a.arm:
-        print(json.dumps(asyncio.run(arm(a.arm, a.mb, a.repeats))))
+        print(json.dumps(asyncio.run(arm(a.arm, a.mb, a.repeats, a.wake_s, a.checkpoint))))
         return
     here = Path(__file__).resolve().parents[1]
     arms: dict[str, list[dict]] = {"before": [], "after": []}
+    extra = ["--wake-s", str(a.wake_s)] + (["--checkpoint"] if a.checkpoint else [])
     for i in range(a.pairs):  # alternate which arm goes first
         order = [("before", a.before.resolve()), ("after", here)]
         for name, tree in order if i % 2 == 0 else order[::-1]:
-            arms[name].append(run_arm(tree, a.mb, a.repeats))
+            arms[name].append(run_arm(tree, a.mb, a.repeats, extra))
             medians = {
                 mb: round(
                     statistics.median(r["update_weights_s"] for r in arms[name][-1][f"{mb}MB"]["runs"]), 3

@@ -103,35 +103,3 @@ async def test_a_sleeping_engine_wakes_beside_the_transfer_and_the_step_counts_o
     assert metrics["sampler_wake_waited_s"] < metrics["sampler_wake_s"], metrics
     loaded = (await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))).policy_loaded
     assert loaded.wake_waited_seconds == metrics["sampler_wake_waited_s"]
-
-
-async def test_a_version_is_announced_only_once_its_checkpoint_is_durable(bus, tiny, tmp_path, receiver):
-    # the checkpoint is written beside the upload and the push: a sampler may take the bytes in
-    # meanwhile, but serves the version only once it is announced, after the checkpoint
-    written: list[float] = []
-
-    async def checkpoint() -> float:
-        await asyncio.sleep(0.5)
-        written.append(time.time())
-        return 0.5
-
-    saving = asyncio.create_task(checkpoint())
-    archive = archive_of(tiny, tmp_path, 1)
-    metrics = await publisher(bus, receiver).publish(RUN, 1, archive, str(tiny), durable=saving)
-    assert metrics["push_confirmed"] == 1.0, metrics
-    published = await bus.last_event(RUN, Kind.POLICY_PUBLISHED, "1")
-    loaded = await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))
-    assert written and written[0] <= published.envelope.time <= loaded.envelope.time
-
-
-async def test_a_checkpoint_that_fails_fails_the_publish_and_announces_nothing(bus, tiny, tmp_path, receiver):
-    async def checkpoint() -> float:
-        await asyncio.sleep(0.2)
-        raise OSError("no space left on device")
-
-    saving = asyncio.create_task(checkpoint())
-    with pytest.raises(OSError, match="no space left"):
-        await publisher(bus, receiver).publish(
-            RUN, 1, archive_of(tiny, tmp_path, 1), str(tiny), durable=saving
-        )
-    assert await bus.last_event(RUN, Kind.POLICY_PUBLISHED, "1") is None

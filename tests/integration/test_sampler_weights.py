@@ -6,6 +6,7 @@ package's public surface).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import tarfile
@@ -165,8 +166,6 @@ async def test_a_load_whose_caller_is_cancelled_still_records_the_version_it_swa
 ):
     # the learner killed mid-push cancels the RPC's handler; seen in the compose stack: the backend
     # had loaded v1 but the sampler kept no sha or run for it, so every later push was refused
-    import asyncio
-
     data = adapter_tar(tiny, tmp_path, 6)
     published = await announce(bus, 1, data)
     loader = receiver.loader
@@ -228,7 +227,6 @@ async def test_an_engine_that_cannot_wake_refuses_the_push_and_stops_the_sampler
 async def test_a_push_wakes_a_sleeping_engine_at_its_first_chunk_and_holds_it_awake_until_loaded(
     bus, tiny, tmp_path, sleeping_receiver
 ):
-    import asyncio
     import time
 
     import grpc
@@ -273,3 +271,9 @@ async def test_a_refused_push_that_woke_the_engine_lets_it_sleep_again(
     unannounced = await push_adapter(sleeping_receiver.address, RUN, 5, adapter_tar(tiny, tmp_path, 2))
     assert not unannounced.accepted and "no policy.published" in unannounced.reason
     assert not loader.loading and loader.backend.version == 0  # the pump may put it to sleep again
+    await asyncio.sleep(loader.backend.WAKE_S)  # the wake it started ends; the engine stays awake
+    data = adapter_tar(tiny, tmp_path, 3)
+    await announce(bus, 1, data)
+    assert (await push_adapter(sleeping_receiver.address, RUN, 1, data)).accepted
+    loaded = (await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))).policy_loaded
+    assert not loaded.HasField("wake_waited_seconds") and loaded.wake_seconds == 0.0  # no wake of its own

@@ -105,43 +105,31 @@ class Publisher:
         self.expect = len(self.endpoints) if expect_loaded < 0 else expect_loaded
         self.push_timeout_s, self.loaded_timeout_s, self.attempts = push_timeout_s, loaded_timeout_s, attempts
 
-    async def upload(
-        self, run_id: str, step: int, archive: Path, base_model: str, durable: asyncio.Future | None = None
-    ) -> Published:
-        """Store the archive and announce it (`policy.published`); with `durable` (the step's
-        checkpoint, being written) the announcement waits for it: samplers serve a version only once
-        it is announced, so none serves one whose optimizer moments a crash could lose."""
+    async def upload(self, run_id: str, step: int, archive: Path, base_model: str) -> Published:
         key = adapter_key(run_id, step)
         sha, size = await self.bus.put_object(ADAPTERS, key, archive)
-        if durable is not None:
-            await asyncio.shield(durable)  # its error is the step's: raised here, and to the learner
         body = pb.PolicyPublished(
             version=step, adapter_key=key, sha256=sha, bytes=size, step=step, base_model=base_model
         )
         await self.bus.publish(events.make_event(run_id, self.producer, body))
         return Published(step, key, sha, size, archive)
 
-    async def publish(
-        self, run_id: str, step: int, archive: Archive, base_model: str, durable: asyncio.Future | None = None
-    ) -> dict[str, float]:
+    async def publish(self, run_id: str, step: int, archive: Archive, base_model: str) -> dict[str, float]:
         """Upload a version and push it to every sampler at once, then wait for the confirmations.
         The push needs the archive's sha256 (taken as it was written), not the stored object: the
-        samplers take in, hash, unpack and check the bytes while the upload runs (and `durable`, the
-        checkpoint the announcement waits for, is written)."""
+        samplers take in, hash, unpack and check the bytes while the upload runs."""
         pub = Published(step, adapter_key(run_id, step), archive.sha256, archive.bytes, archive.path)
         started = time.perf_counter()
-        uploading = asyncio.create_task(self._upload_as(run_id, pub, base_model, started, durable))
+        uploading = asyncio.create_task(self._upload_as(run_id, pub, base_model, started))
         try:
             metrics = await self.deliver(run_id, pub, uploading)
         finally:
             uploading.cancel()  # a no-op once it finished; a failed delivery leaves nothing running
         return metrics | {"upload_s": uploading.result()}
 
-    async def _upload_as(
-        self, run_id: str, pub: Published, base_model: str, started: float, durable: asyncio.Future | None
-    ) -> float:
+    async def _upload_as(self, run_id: str, pub: Published, base_model: str, started: float) -> float:
         """Seconds from `started` to `policy.published` of `pub`, whose sha256 the store must agree with."""
-        stored = await self.upload(run_id, pub.version, pub.path, base_model, durable)
+        stored = await self.upload(run_id, pub.version, pub.path, base_model)
         if (stored.sha256, stored.bytes) != (pub.sha256, pub.bytes):
             raise RuntimeError(
                 f"v{pub.version}: the stored archive ({stored.bytes} bytes, sha256 {stored.sha256[:12]}…) "

@@ -9,7 +9,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from treegrpo import events
@@ -206,11 +205,28 @@ class RunLearner:
             # the checkpoint keeps this record to re-send after a crash: its total must match its phases
             record.total_s = waited_s + (time.perf_counter() - t0)
             self.state.record = MessageToDict(record, preserving_proto_field_name=True)
-            saved_s = await self._update_weights(
-                record, adapter, self.state.step % self.cfg.checkpoint.every == 0
-            )
-            if saved_s is not None:
-                record.phases_s.save_checkpoint = saved_s
+            if self.state.step % self.cfg.checkpoint.every == 0:
+                # before the push, not beside it: written beside (the announcement waiting for it), the
+                # save took 3.2 s instead of 2.2 on the 9B, the upload, push and unpack writing the same
+                # disk, and no step got shorter (one H100, 2026-12-07)
+                with self.tracer.start_as_current_span("save_checkpoint"):
+                    ts = time.perf_counter()
+                    await asyncio.to_thread(self.save_checkpoint, adapter)
+                    record.phases_s.save_checkpoint = time.perf_counter() - ts
+                    record.total_s = waited_s + (time.perf_counter() - t0)
+                    self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+            with self.tracer.start_as_current_span("update_weights"):
+                tu = time.perf_counter()
+                archive = await self.archive(adapter)
+                record.metrics["archive_s"] = time.perf_counter() - tu
+                got = await self.publisher.publish(self.run_id, self.state.step, archive, self.model_path)
+                record.metrics.update(got)
+                # a colocated engine's wake is its own phase, not the weights' transfer and load: the
+                # part the load waited for (sampler_wake_s keeps the whole wake)
+                wake = record.metrics.get("sampler_wake_waited_s", 0.0)
+                record.phases_s.update_weights = time.perf_counter() - tu - wake
+                if wake:
+                    record.phases_s.wake = wake
             record.total_s = waited_s + (time.perf_counter() - t0)
             span.set_attribute("treegrpo.policy_version", self.state.step)
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
@@ -219,48 +235,6 @@ class RunLearner:
             if not g.done.done():
                 g.done.set_result(True)
         return record
-
-    def _save_beside(self, adapter, step_ctx: otel_context.Context) -> asyncio.Task[float]:
-        """The step's checkpoint, written beside the upload and the push (it cost 2.2 s of a 51 s warm
-        9B step when it came first); the seconds it took. The version is announced only once it is
-        durable (`Publisher.upload`), so a served version always has its moments on disk."""
-
-        async def save() -> float:
-            with self.tracer.start_as_current_span(
-                "save_checkpoint", context=step_ctx
-            ):  # a phase of the step
-                ts = time.perf_counter()
-                await asyncio.to_thread(self.save_checkpoint, adapter)
-                return time.perf_counter() - ts
-
-        return asyncio.create_task(save())
-
-    async def _update_weights(self, record: pb.LearnerStepped, adapter, checkpoint: bool) -> float | None:
-        """The adapter's tar, then (with `checkpoint`) the checkpoint beside its upload and push, until
-        every sampler confirmed it: the `update_weights` phase (a colocated engine's wait for its wake
-        is `wake`); the checkpoint's seconds, None without one. The tar is written first: both call
-        peft's `save_pretrained`, which flips the live config's `inference_mode` while it saves."""
-        step_ctx = otel_context.get_current()
-        with self.tracer.start_as_current_span("update_weights"):
-            tu = time.perf_counter()
-            archive = await self.archive(adapter)
-            record.metrics["archive_s"] = time.perf_counter() - tu
-            saving = self._save_beside(adapter, step_ctx) if checkpoint else None
-            try:
-                got = await self.publisher.publish(
-                    self.run_id, self.state.step, archive, self.model_path, durable=saving
-                )
-            finally:
-                if saving is not None:  # never leave a checkpoint half written behind a failed push
-                    await asyncio.wait([saving])
-            record.metrics.update(got)
-            # a colocated engine's wake is its own phase, not the weights' transfer and load: the
-            # part the load waited for (sampler_wake_s keeps the whole wake)
-            wake = record.metrics.get("sampler_wake_waited_s", 0.0)
-            record.phases_s.update_weights = time.perf_counter() - tu - wake
-            if wake:
-                record.phases_s.wake = wake
-        return None if saving is None else saving.result()  # raises the save's own error
 
     async def train(self, samples: list[TrainSample]) -> StepOutput:
         """The next step's update; a numeric fault (overflow, NaN, inf) is `NonFiniteStep`, permanent."""

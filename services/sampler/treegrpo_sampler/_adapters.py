@@ -124,7 +124,10 @@ class AdapterLoader:
         """Verify `archive` (a tar of a peft adapter folder) and serve it as `version`; `actual_sha`:
         the sha256 of its bytes where the caller hashed them as it wrote the file (else read here)."""
         with self.expecting():
-            return await self._load_archive(run_id, version, archive, claimed_sha, actual_sha)
+            result = await self._load_archive(run_id, version, archive, claimed_sha, actual_sha)
+        if not result.accepted and self._waking is not None and self._waking.done():
+            self._waking = None  # that wake is over: the next version's load did not wait for it
+        return result
 
     async def _load_archive(
         self, run_id: str, version: int, archive: Path, claimed_sha: str, actual_sha: str | None
