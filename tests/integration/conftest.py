@@ -34,8 +34,14 @@ def public(tmp_path):
 async def receiver(bus, tiny, tmp_path):
     """A sampler's gRPC weight receiver (sampler id `s1`) loading into the hf backend on `tiny`,
     unpacking under tmp_path/adapters."""
+    async for rec in _serving(HfBackend(tiny), bus, tmp_path):
+        yield rec
+
+
+async def _serving(backend, bus, tmp_path):
+    """A weight receiver (sampler `s1`) loading into `backend`, until the test ends."""
     loader = AdapterLoader(
-        HfBackend(tiny),
+        backend,
         bus,
         VersionGate(),
         "s1",
@@ -86,12 +92,5 @@ class SleepingHf(HfBackend):
 @pytest.fixture
 async def sleeping_receiver(bus, tiny, tmp_path):
     """`receiver`, its backend a `SleepingHf`."""
-    loader = AdapterLoader(
-        SleepingHf(tiny), bus, VersionGate(), "s1", tmp_path / "adapters", "sampler/s1", published_wait_s=1.0
-    )
-    rec = WeightReceiver(loader, "127.0.0.1", 0)
-    await rec.start()
-    try:
+    async for rec in _serving(SleepingHf(tiny), bus, tmp_path):
         yield rec
-    finally:
-        await rec.stop()
