@@ -57,8 +57,9 @@ class AdapterLoader:
 
     @property
     def loading(self) -> bool:
-        """A version is on its way in: the engine must not be put to sleep (it is waking for it)."""
-        return self._expected > 0 or self._lock.locked()
+        """A version is on its way in: the engine must not be put to sleep (it is waking for it).
+        Every load runs inside `expecting` (`load_archive`), so the count covers the lock's holder."""
+        return self._expected > 0
 
     @contextlib.contextmanager
     def expecting(self):
