@@ -89,8 +89,9 @@ async def real_receiver(bus, model: Path, workdir: Path):
     return receiver, backend
 
 
+@pytest.mark.parametrize("background", [True, False], ids=["checkpoint-after-load", "checkpoint-before-push"])
 async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to_load_it(
-    bus, nats_server, tiny_model, tmp_path
+    bus, nats_server, tiny_model, tmp_path, background
 ):
     receiver, backend = await real_receiver(bus, tiny_model, tmp_path / "sampler")
     spec = run_spec("rs1", ["t1", "t2"], expansions=1, group_size=4)
@@ -100,6 +101,7 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
         tiny_model,
         tmp_path,
         publish={"sampler_endpoints": [receiver.address], "loaded_timeout_s": 10, "push_attempts": 2},
+        checkpoint={"background": background},
     )
     service = LearnerService(cfg)
     tracer, spans = memory_tracer()
@@ -123,8 +125,10 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
     assert step.groups_with_signal == 1  # the all-crashed group carries no signal
     assert list(step.staleness) == [0, 0]
     phases = step.phases_s
-    for name in ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "save_checkpoint"):
+    for name in ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights"):
         assert phases.HasField(name), name
+    # before the push the save is a phase of its step; after the confirmed load it is off the path
+    assert phases.HasField("save_checkpoint") is not background
     assert step.metrics["push_confirmed"] == 1.0
     published = (await bus.last_event("rs1", Kind.POLICY_PUBLISHED, "1")).policy_published
     data = await bus.get_object(ADAPTERS, "rs1/v1.tar")
@@ -139,6 +143,11 @@ async def test_sync_step_trains_the_round_publishes_and_waits_for_the_sampler_to
     assert step_span.context.trace_id == grader_span.get_span_context().trace_id
     for phase in ("adv", "update_actor", "save_checkpoint", "update_weights"):
         assert by_name[phase].parent.span_id == step_span.context.span_id, phase
+    save, push = by_name["save_checkpoint"], by_name["update_weights"]
+    if background:  # written once the sampler confirmed the load; the stop waited for it
+        assert save.start_time >= push.end_time and save.attributes["treegrpo.background"]
+    else:
+        assert save.end_time <= push.start_time
 
 
 async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
@@ -165,6 +174,9 @@ async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
     assert [list(s.staleness) for s in steps] == [[0], [1], [0]]
     assert [s.groups_dropped_stale for s in steps] == [0, 0, 1]
     assert steps[0].metrics["sequences"] == 2 and steps[1].metrics["sequences"] == 3
+    # each step's checkpoint is written after its push; the next step reports what it took
+    assert "checkpoint_s" not in steps[0].metrics
+    assert all(s.metrics["checkpoint_s"] > 0 for s in steps[1:])
 
 
 @pytest.mark.timeout(240)

@@ -24,6 +24,7 @@ from treegrpo_learner._numeric import check_finite, numeric_fault, step_fault
 from treegrpo_learner._publish import Published, Publisher
 from treegrpo_learner._restore import Restorer
 from treegrpo_learner._samples import BatchSamples, batch_samples
+from treegrpo_learner._saving import BackgroundSave
 from treegrpo_learner._telemetry import phase_spans, step_context, step_record
 from treegrpo_learner._trainer import PolicyTrainer, StepOutput, TrainerSettings, TrainSample
 from treegrpo_learner.config import LearnerConfig
@@ -56,6 +57,7 @@ class RunLearner:
         self.model_path = (
             str(Path(cfg.model).expanduser()) if cfg.model else str(treegrpo_home() / "models" / "small")
         )
+        self.saver = BackgroundSave(self.ckpt_dir, cfg.checkpoint.keep, tracer)
         self.need = cfg.step.groups_per_step or len(spec.tasks) * spec.tree.expansions
         self.sync = spec.max_staleness == 0
 
@@ -96,7 +98,7 @@ class RunLearner:
 
     async def _checkpoint_restored(self) -> None:
         try:  # a good checkpoint now: the next restart needs no rebuild
-            await asyncio.to_thread(lambda: self.save_checkpoint(self.trainer.export()))
+            await asyncio.to_thread(lambda: self.save_checkpoint(self.trainer.export(), self.trainer.state()))
         except (OSError, ckpt.NonFiniteWeights) as exc:  # a cache: the next step's save tries again
             log.warning("could not checkpoint the restored state: %s", exc)
 
@@ -188,6 +190,7 @@ class RunLearner:
             phases["sleep"] = await _colocate.wait_for_memory(
                 self.cfg.device, co.min_free_gib, co.wait_timeout_s
             )
+            settled = await self.saver.settle()  # the last step's checkpoint: done, in a synchronous run
             out = await self.train(got.samples)
             pad = max(0.0, self.cfg.step.min_seconds - (time.perf_counter() - t0))
             if pad:
@@ -197,24 +200,19 @@ class RunLearner:
             phases.update(out.phases)
             metrics.update(out.metrics)
             metrics.update(got.counts)
+            metrics.update(settled.metrics())
             self.advance(batch)
             adapter = await asyncio.to_thread(self.trainer.export)  # gathered once: checkpoint and push
             if co.release_after_step:
                 await asyncio.to_thread(_colocate.release, self.cfg.device)
             record = step_record(batch, self.state, phases, metrics, got, dropped)
-            # the checkpoint keeps this record to re-send after a crash: its total must match its phases
-            record.total_s = waited_s + (time.perf_counter() - t0)
-            self.state.record = MessageToDict(record, preserving_proto_field_name=True)
-            if self.state.step % self.cfg.checkpoint.every == 0:
-                # before the push, not beside it: written beside (the announcement waiting for it), the
-                # save took 3.2 s instead of 2.2 on the 9B, the upload, push and unpack writing the same
-                # disk, and no step got shorter (one H100, 2026-12-07)
-                with self.tracer.start_as_current_span("save_checkpoint"):
-                    ts = time.perf_counter()
-                    await asyncio.to_thread(self.save_checkpoint, adapter)
-                    record.phases_s.save_checkpoint = time.perf_counter() - ts
-                    record.total_s = waited_s + (time.perf_counter() - t0)
-                    self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+            if settled.waited_s >= 0.001:
+                record.phases_s.save_checkpoint = settled.waited_s
+            due = self.state.step % self.cfg.checkpoint.every == 0
+            # captured now, as the save before the push would: the RNG right after the step
+            trainer_state = await asyncio.to_thread(self.trainer.state) if due else None
+            if due and not self.cfg.checkpoint.background:
+                await self._save_on_path(record, adapter, trainer_state, t0 - waited_s)
             with self.tracer.start_as_current_span("update_weights"):
                 tu = time.perf_counter()
                 archive = await self.archive(adapter)
@@ -231,6 +229,9 @@ class RunLearner:
             span.set_attribute("treegrpo.policy_version", self.state.step)
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
             await self.bus.publish(events.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
+            if due and self.cfg.checkpoint.background:  # after the confirmed load, beside the next round
+                self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+                self.saver.begin(self.state, adapter, trainer_state)
         for g in batch.groups:
             if not g.done.done():
                 g.done.set_result(True)
@@ -258,8 +259,21 @@ class RunLearner:
             self.state.last_stream_seq = max(self.state.last_stream_seq, g.stream_seq)
         self.state.trained = sorted(self.trained)
 
-    def save_checkpoint(self, adapter) -> None:
-        ckpt.save(self.ckpt_dir, self.state, adapter, self.trainer.state(), self.cfg.checkpoint.keep)
+    async def _save_on_path(self, record: pb.LearnerStepped, adapter, trainer_state, start: float) -> None:
+        """The step's checkpoint before its push, not beside it: beside (the announcement waiting for
+        it) the save took 3.2 s instead of 2.2 on the 9B, the upload, push and unpack writing the same
+        disk (one H100, 2026-12-07). It keeps the record to re-send after a crash, so the record's
+        total must match its phases (`start`: when the step's time began)."""
+        with self.tracer.start_as_current_span("save_checkpoint"):
+            record.total_s = (ts := time.perf_counter()) - start
+            self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+            await asyncio.to_thread(self.save_checkpoint, adapter, trainer_state)
+            record.phases_s.save_checkpoint = time.perf_counter() - ts
+            record.total_s = time.perf_counter() - start
+            self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+
+    def save_checkpoint(self, adapter, trainer_state: dict) -> None:
+        ckpt.save(self.ckpt_dir, self.state, adapter, trainer_state, self.cfg.checkpoint.keep)
 
     async def archive(self, adapter=None) -> Archive:
         """This version's adapter archive in the outbox, the older ones removed."""
@@ -274,6 +288,11 @@ class RunLearner:
         """This version archived, stored and announced (no push: a restart's unfinished version)."""
         archive = await self.archive(adapter)
         return await self.publisher.upload(self.run_id, self.state.step, archive.path, self.model_path)
+
+    async def close(self) -> None:
+        """Let go of the run: its checkpoint being written first, then the model (`shutdown`)."""
+        await self.saver.settle()
+        await asyncio.to_thread(self.shutdown)
 
     def shutdown(self) -> None:
         """Stop the ranks of a sharded learner and let go of the model, so its device memory can be

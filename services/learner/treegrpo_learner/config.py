@@ -170,6 +170,16 @@ class CheckpointSettings(Section):
     )
     every: int = Field(default=1, ge=1, description="Save a checkpoint every k steps")
     keep: int = Field(default=2, ge=1, description="Checkpoints kept on disk")
+    background: bool = Field(
+        default=True,
+        description=(
+            "Write a step's checkpoint after its version's load is confirmed, while the next round "
+            "generates (its next step waits for it only if it is not done), instead of before the push, "
+            "on the step's path (2.1-2.4 s a 9B step on an H100). A crash in those seconds restores "
+            "the published adapter with AdamW's moments started afresh, as between the checkpoints "
+            "of `every` > 1"
+        ),
+    )
 
 
 def refuse_moved(data: Any, where: str = "learner") -> None:

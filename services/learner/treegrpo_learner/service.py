@@ -91,7 +91,7 @@ class LearnerService(Service):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
         if self.active is not None:
-            await asyncio.to_thread(self.active.shutdown)
+            await self.active.close()
         self.wandb.close()
 
     # ---- handlers ------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ class LearnerService(Service):
                 g.done.set_exception(TransientError(why, 5.0))
         run.buffer.fail_all(TransientError("learner reopening", 2.0))
         self.active = None
-        await asyncio.to_thread(run.shutdown)  # a sharded learner's ranks start afresh with the run
+        await run.close()  # its checkpoint written first; a sharded learner's ranks start afresh with the run
         await asyncio.to_thread(_memory.return_to_device, self.config.device)
 
     def _stepped(self, record: pb.LearnerStepped) -> None:
