@@ -118,8 +118,13 @@ def build_seed_model(out_dir: str | Path, shape: str, device: str = "cpu", seed:
     tokenizer = padded_tokenizer(VOCAB[shape])
     cfg = seed_config(shape, tokenizer)
     torch.manual_seed(seed)
-    with torch.device(device):
-        model = Qwen3_5ForConditionalGeneration(cfg).to(torch.bfloat16)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # made in bf16: the 27B in float32 (108 GB) fits no 80 GB card
+    try:
+        with torch.device(device):
+            model = Qwen3_5ForConditionalGeneration(cfg).to(torch.bfloat16)
+    finally:
+        torch.set_default_dtype(default)
     built = time.perf_counter()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
