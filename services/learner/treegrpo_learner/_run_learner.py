@@ -147,12 +147,7 @@ class RunLearner:
         for g in batch.stale:
             log.warning(
                 "dropping group %s (task %s round %d): sampled with v%d, learner at v%d, max_staleness=%d",
-                g.group,
-                g.task,
-                g.round,
-                g.policy_version,
-                self.state.step,
-                self.spec.max_staleness,
+                *(g.group, g.task, g.round, g.policy_version, self.state.step, self.spec.max_staleness),
             )
             self.trained.add(g.group)
             self.state.dropped_stale += 1
