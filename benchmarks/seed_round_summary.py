@@ -48,6 +48,20 @@ def learner_peaks(folder: Path) -> dict[int, float]:
     return peaks
 
 
+# the learner's line per background checkpoint (services/learner/treegrpo_learner/_saving.py)
+SAVE_LINE = re.compile(r"checkpoint of step (\d+) written in ([\d.]+) s, in the background")
+
+
+def background_saves(folder: Path) -> dict[int, float]:
+    """Step -> seconds its checkpoint took, written off the step's path (its `save_checkpoint` phase
+    is only what the next step waited for)."""
+    saves = {}
+    for log in sorted(folder.glob("learner*")):
+        for m in SAVE_LINE.finditer(log.read_text(errors="replace")):
+            saves[int(m.group(1))] = float(m.group(2))
+    return saves
+
+
 def learner_steps(folder: Path) -> list[dict]:
     """Per step: sequences trained, tokens the update forwarded, its seconds, tok/s and MFU (6 N per
     token; the attention term is <1 % at these lengths), in the order the learner logged them; `ended`
@@ -135,6 +149,7 @@ def main(folder: Path) -> dict:
         "cycles": cycles(rows, learned, nodes),
         "learner": learned,
         "learner_peak_gib": learner_peaks(folder),
+        "background_checkpoint_s": background_saves(folder),
     }
     if (folder / "wall.json").exists():
         w = json.loads((folder / "wall.json").read_text())

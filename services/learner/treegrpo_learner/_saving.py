@@ -71,7 +71,9 @@ class BackgroundSave:
             span.set_attribute("treegrpo.background", True)
             t0 = time.perf_counter()
             ckpt.save(self.root, state, adapter, trainer_state, self.keep)
-            return time.perf_counter() - t0
+            took = time.perf_counter() - t0
+        log.info("checkpoint of step %d written in %.2f s, in the background", state.step, took)
+        return took
 
     async def settle(self) -> Settled:
         """Wait for the checkpoint being written. A failed save is logged, not raised: checkpoints
