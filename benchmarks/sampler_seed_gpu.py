@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import logging
 import os
 import shutil
 import statistics
@@ -265,6 +266,9 @@ def main() -> None:
     ap.add_argument("--b-std", type=float, default=0.004, help="std of the random LoRA B weights")
     ap.add_argument("--agreement", action=argparse.BooleanOptionalAction, default=True)
     a = ap.parse_args()
+    # the sampler's line per version (received, unpacked, checked, prepared, announced, swapped)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("treegrpo_sampler").setLevel(logging.INFO)
     a.work = Path(a.work)
     a.work.mkdir(parents=True, exist_ok=True)
     a.model = a.model or str(Path(a.models or a.work) / ("qwen35-tiny" if a.small else a.shape))

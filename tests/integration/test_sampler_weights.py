@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import logging
+import re
 import tarfile
 
 import pytest
@@ -62,12 +64,25 @@ async def announce(bus, version: int, data: bytes) -> pb.PolicyPublished:
     return body
 
 
-async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(bus, tiny, tmp_path, receiver):
+async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(
+    bus, tiny, tmp_path, receiver, caplog
+):
     assert receiver.address.startswith("127.0.0.1:") and receiver.port > 0
     data = adapter_tar(tiny, tmp_path, 1)
     await announce(bus, 1, data)
-    ack = await push_adapter(receiver.address, RUN, 1, data, chunk_bytes=4096)
+    with caplog.at_level(logging.INFO, logger="treegrpo_sampler"):
+        ack = await push_adapter(receiver.address, RUN, 1, data, chunk_bytes=4096)
     assert ack.accepted, ack.reason
+    # where the version's way went, one line each for the transfer and the rest (a slow load's cause)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"v1 of run {RUN}: ")]
+    assert (
+        lines[0] == f"v1 of run {RUN}: received {len(data) / 1e6:.1f} MB in " + lines[0].rsplit(" in ", 1)[1]
+    )
+    assert re.fullmatch(
+        rf"v1 of run {RUN}: unpacked [\d.]+ s, checked [\d.]+ s, prepared [\d.]+ s, announced [\d.]+ s, "
+        r"swapped [\d.]+ s",
+        lines[1],
+    ), lines
     assert ack.version == 1 and ack.sha256 == hashlib.sha256(data).hexdigest()
     loaded = await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))
     assert loaded is not None and loaded.policy_loaded.sha256 == ack.sha256

@@ -26,6 +26,7 @@ from treegrpo.finite import nonfinite_in_folder
 from treegrpo.safetar import extract_data
 from treegrpo.v1 import events_pb2 as pb
 from treegrpo_sampler._gate import LoadResult, VersionGate
+from treegrpo_sampler._stopwatch import Stopwatch
 from treegrpo_sampler.backends import EngineLost
 
 log = logging.getLogger(__name__)
@@ -142,38 +143,41 @@ class AdapterLoader:
             if version < self.backend.version:
                 return self._refuse(f"v{version} is older than the serving v{self.backend.version}")
             self.wake_ahead(version)  # a pull's version, or a push whose first chunk found it awake
-            actual = actual_sha or await asyncio.to_thread(file_sha256, archive)
+            watch = Stopwatch()
+            actual = actual_sha or await watch.timed("hashed", asyncio.to_thread(file_sha256, archive))
             if actual != claimed_sha:
                 return self._refuse(
                     f"sha256 mismatch: received bytes hash to {actual[:12]}…, "
                     f"the push claimed {claimed_sha[:12]}…"
                 )
-            ready = await self._unpack(run_id, version, archive)
+            ready = await self._unpack(run_id, version, archive, watch)
             if isinstance(ready, LoadResult):
                 return ready
-            why = await self._unvouched(run_id, version, actual)
+            why = await watch.timed("announced", self._unvouched(run_id, version, actual))
             if why:
                 for made in {self._unpacked_dir(run_id, version), ready}:
                     shutil.rmtree(made, ignore_errors=True)
                 return self._refuse(why)
-            return await self._swap(run_id, version, ready, actual)
+            result = await watch.timed("swapped", self._swap(run_id, version, ready, actual))
+            log.info("v%d of run %s: %s", version, run_id, watch)
+            return result
 
     def _unpacked_dir(self, run_id: str, version: int) -> Path:
         return self.workdir / run_id / f"v{version}"
 
-    async def _unpack(self, run_id: str, version: int, archive: Path) -> Path | LoadResult:
+    async def _unpack(self, run_id: str, version: int, archive: Path, watch: Stopwatch) -> Path | LoadResult:
         """The version unpacked, free of non-finite values and prepared by the backend, or the
         refusal: done before its announcement is looked up, while the learner's upload may still
         run (nothing here serves it)."""
         folder = self._unpacked_dir(run_id, version)
         try:
-            await asyncio.to_thread(_untar, archive, folder)
+            await watch.timed("unpacked", asyncio.to_thread(_untar, archive, folder))
         except (tarfile.TarError, OSError, ValueError) as exc:
             return self._refuse(f"corrupt adapter archive: {type(exc).__name__}: {exc}")
-        refused = await self._check_finite(version, folder)
+        refused = await watch.timed("checked", self._check_finite(version, folder))
         if refused is None:
             try:
-                return await asyncio.to_thread(self.backend.prepare_adapter, folder)
+                return await watch.timed("prepared", asyncio.to_thread(self.backend.prepare_adapter, folder))
             except Exception as exc:  # the backend cannot read it: as refused as a corrupt archive
                 refused = self._refuse(
                     f"v{version}: the backend could not prepare it: {type(exc).__name__}: {exc}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
@@ -70,7 +71,12 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
             archive = Path(tmp) / "adapter.tar"
             with self.loader.expecting():  # a sleeping engine wakes from the first chunk: not put back
                 try:
+                    started = time.perf_counter()
                     head, received_sha = await self._spool(request_iterator, archive)
+                    log.info(
+                        "v%d of run %s: received %.1f MB in %.2f s",
+                        *(head.version, head.run_id, head.total_bytes / 1e6, time.perf_counter() - started),
+                    )
                 except _Refused as exc:
                     result = self.loader._refuse(str(exc))
                 else:
