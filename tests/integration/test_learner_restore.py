@@ -177,3 +177,37 @@ async def test_no_checkpoint_folder_and_no_adapter_left_rebuild_by_re_training_e
     assert "not in the tg-adapters bucket" in fact.skipped[0]
     await assert_continuous(bus, "rb1", 3, 3)
     assert (tmp_path / "ckpt" / "step_000003").is_dir()  # the cache is whole again
+
+
+async def test_a_crash_while_the_background_checkpoint_is_written_resumes_from_the_published_adapter(
+    bus, nats_server, tiny_model, tmp_path
+):
+    await start_run(bus, run_spec("bc1", ["t"], expansions=3, group_size=3, max_staleness=50))
+    cfg = learner_config(
+        nats_server.url,
+        tiny_model,
+        tmp_path,
+        step={"groups_per_step": 1},
+        checkpoint={"keep": 2},
+        run_id="bc1",
+    )
+    assert cfg.checkpoint.background  # the default: written after the version's confirmed load
+    before = await train(bus, cfg, "bc1", [(0, [1.0, 0.0, 0.4]), (1, [0.0, 1.0, 0.2])], 2)
+    root = tmp_path / "ckpt"
+    # what a crash mid-save leaves: step 2's files in the save's temp folder, LATEST at step 1
+    (root / "step_000002").rename(root / ".tmp-step_000002-4242")
+    (root / "LATEST").write_text("step_000001")
+    service, task = await reopen(cfg)
+    try:
+        assert not service.failure, service.failure
+        assert service.active.state.step == 2 and same_weights(before, lora(service), exact=True)
+        await scored_group(bus, "bc1", "t", 1, 2, [0.3, 0.9, 0.1], vocab=320)
+        await wait_steps(bus, "bc1", 3, 120)
+    finally:
+        await stop(service, task)
+    (fact,) = await facts(bus, "bc1", Kind.LEARNER_RESTORED)
+    assert (fact.version, fact.weights_from, fact.adapter_version) == (2, "published", 2)
+    assert fact.checkpoint == "step_000001" and any("moments" in x for x in fact.lost), fact
+    # the next step's checkpoint was written and the crashed save's temp folder pruned
+    assert sorted(p.name for p in root.glob("*step_*")) == ["step_000002", "step_000003"]
+    await assert_continuous(bus, "bc1", 3, 3)
