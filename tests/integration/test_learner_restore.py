@@ -211,3 +211,41 @@ async def test_a_crash_while_the_background_checkpoint_is_written_resumes_from_t
     # the next step's checkpoint was written and the crashed save's temp folder pruned
     assert sorted(p.name for p in root.glob("*step_*")) == ["step_000002", "step_000003"]
     await assert_continuous(bus, "bc1", 3, 3)
+
+
+async def test_a_crash_between_publishing_and_recording_a_step_re_sends_that_steps_own_record(
+    bus, nats_server, tiny_model, tmp_path, monkeypatch
+):
+    await start_run(bus, run_spec("pr1", ["t"], expansions=3, group_size=3, max_staleness=50))
+    cfg = learner_config(
+        nats_server.url,
+        tiny_model,
+        tmp_path,
+        step={"groups_per_step": 1},
+        checkpoint={"keep": 2},
+        run_id="pr1",
+    )
+    service = LearnerService(cfg)
+    task = await start(service)
+    try:
+        g1 = await scored_group(bus, "pr1", "t", 1, 0, [1.0, 0.0, 0.4], vocab=320)
+        await wait_steps(bus, "pr1", 1, 120)
+        publish = service.bus.publish
+
+        async def lost_at_step_2(event, *args, **kwargs):  # the process dies right after v2 is published
+            if event.WhichOneof("body") == "learner_stepped" and event.learner_stepped.step == 2:
+                raise ConnectionError("learner gone before recording step 2")
+            return await publish(event, *args, **kwargs)
+
+        monkeypatch.setattr(service.bus, "publish", lost_at_step_2)
+        g2 = await scored_group(bus, "pr1", "t", 1, 1, [0.0, 1.0, 0.2], vocab=320)
+        while not await facts(bus, "pr1", Kind.LEARNER_RESTORED):  # the failed step reopens the run
+            await asyncio.sleep(0.2)
+        monkeypatch.setattr(service.bus, "publish", publish)
+        steps = await wait_steps(bus, "pr1", 2, 120)
+    finally:
+        await stop(service, task)
+    # v2's record comes back from v2's published tar: its own step and groups, not step 1's
+    assert [(s.step, list(s.sibling_groups)) for s in steps] == [(1, [g1]), (2, [g2])]
+    assert steps[1].phases_s.update_weights > 0
+    await assert_continuous(bus, "pr1", 2, 2)

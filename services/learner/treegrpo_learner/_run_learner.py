@@ -203,6 +203,10 @@ class RunLearner:
             record = step_record(batch, self.state, phases, metrics, got, dropped)
             if settled.waited_s >= 0.001:
                 record.phases_s.save_checkpoint = settled.waited_s
+            # the published tar and the checkpoint keep this record to re-send after a crash between
+            # publishing and recording: its total must match its phases
+            record.total_s = waited_s + (time.perf_counter() - t0)
+            self.state.record = MessageToDict(record, preserving_proto_field_name=True)
             due = self.state.step % self.cfg.checkpoint.every == 0
             # captured now, as the save before the push would: the RNG right after the step
             trainer_state = await asyncio.to_thread(self.trainer.state) if due else None
@@ -225,7 +229,7 @@ class RunLearner:
             # inside the step's span: the fact's traceparent is this step's (one trace, not a new root)
             await self.bus.publish(events.make_event(self.run_id, self.producer, record, at=wall0 / 1e9))
             if due and self.cfg.checkpoint.background:  # after the confirmed load, beside the next round
-                self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+                self.state.record = MessageToDict(record, preserving_proto_field_name=True)  # sent: whole
                 self.saver.begin(self.state, adapter, trainer_state)
         for g in batch.groups:
             if not g.done.done():
@@ -257,11 +261,10 @@ class RunLearner:
     async def _save_on_path(self, record: pb.LearnerStepped, adapter, trainer_state, start: float) -> None:
         """The step's checkpoint before its push, not beside it: beside (the announcement waiting for
         it) the save took 3.2 s instead of 2.2 on the 9B, the upload, push and unpack writing the same
-        disk (one H100, 2026-12-07). It keeps the record to re-send after a crash, so the record's
-        total must match its phases (`start`: when the step's time began)."""
+        disk (one H100, 2026-12-07). The record then grows by the save (`start`: when the step's time
+        began)."""
         with self.tracer.start_as_current_span("save_checkpoint"):
-            record.total_s = (ts := time.perf_counter()) - start
-            self.state.record = MessageToDict(record, preserving_proto_field_name=True)
+            ts = time.perf_counter()
             await asyncio.to_thread(self.save_checkpoint, adapter, trainer_state)
             record.phases_s.save_checkpoint = time.perf_counter() - ts
             record.total_s = time.perf_counter() - start
