@@ -40,12 +40,14 @@ def delete_folder(ckpt: Path) -> None:
 
 
 def wait_for_step(home: Path, proc: subprocess.Popen, step: int, timeout: float = 300) -> str:
-    """The run id once the learner logged step `step` (it idles then until the next round)."""
+    """The run id once the learner logged step `step` and wrote its checkpoint (in the background,
+    after the version's load: the learner idles then until the next round)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         runs = run_ids(home)
         log = home / "runs" / runs[0] / "logs" / "learner.log" if runs else None
-        if log and log.exists() and f"step {step}: " in log.read_text(errors="replace"):
+        text = log.read_text(errors="replace") if log and log.exists() else ""
+        if f"step {step}: " in text and f"checkpoint of step {step} written in " in text:
             return runs[0]
         time.sleep(0.2)
     raise AssertionError(f"no learner step {step}: {(home / 'run.log').read_text()[-3000:]}")
