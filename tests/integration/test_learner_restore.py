@@ -77,15 +77,28 @@ async def assert_continuous(bus, run_id: str, steps: int, groups: int) -> None:
     assert len(names) == len(set(names)) == groups  # each group exactly once
 
 
-def config(nats_server, tiny_model, tmp_path, run_id: str):
+def config(nats_server, tiny_model, tmp_path, run_id: str, keep: int = 1):
     return learner_config(
         nats_server.url,
         tiny_model,
         tmp_path,
         step={"groups_per_step": 1},
-        checkpoint={"every": 1, "keep": 1},
+        checkpoint={"every": 1, "keep": keep},
         run_id=run_id,
     )
+
+
+async def resume_and_train_step_3(bus, cfg, run_id: str, before: dict, exact: bool) -> None:
+    """Reopen after two steps: the learner is back at version 2 with the weights it had (`exact`:
+    bit for bit), then trains the next round's group as step 3."""
+    service, task = await reopen(cfg)
+    try:
+        assert not service.failure, service.failure
+        assert service.active.state.step == 2 and same_weights(before, lora(service), exact=exact)
+        await scored_group(bus, run_id, "t", 1, 2, [0.3, 0.9, 0.1], vocab=320)
+        await wait_steps(bus, run_id, 3, 120)
+    finally:
+        await stop(service, task)
 
 
 async def test_the_only_checkpoint_truncated_after_step_1_is_rebuilt_from_the_published_adapter(
@@ -163,14 +176,7 @@ async def test_no_checkpoint_folder_and_no_adapter_left_rebuild_by_re_training_e
     store = await bus.js.object_store(ADAPTERS)
     for v in (1, 2):
         await store.delete(f"rb1/v{v}.tar")
-    service, task = await reopen(cfg)
-    try:
-        assert not service.failure, service.failure
-        assert service.active.state.step == 2 and same_weights(before, lora(service), exact=False)
-        await scored_group(bus, "rb1", "t", 1, 2, [0.3, 0.9, 0.1], vocab=320)
-        await wait_steps(bus, "rb1", 3, 120)
-    finally:
-        await stop(service, task)
+    await resume_and_train_step_3(bus, cfg, "rb1", before, exact=False)
     (fact,) = await facts(bus, "rb1", Kind.LEARNER_RESTORED)
     assert (fact.version, fact.weights_from, fact.replayed_steps) == (2, "replay", 2)
     assert [s.split(":")[0] for s in fact.skipped] == ["v2", "v1"]
@@ -183,28 +189,14 @@ async def test_a_crash_while_the_background_checkpoint_is_written_resumes_from_t
     bus, nats_server, tiny_model, tmp_path
 ):
     await start_run(bus, run_spec("bc1", ["t"], expansions=3, group_size=3, max_staleness=50))
-    cfg = learner_config(
-        nats_server.url,
-        tiny_model,
-        tmp_path,
-        step={"groups_per_step": 1},
-        checkpoint={"keep": 2},
-        run_id="bc1",
-    )
+    cfg = config(nats_server, tiny_model, tmp_path, "bc1", keep=2)
     assert cfg.checkpoint.background  # the default: written after the version's confirmed load
     before = await train(bus, cfg, "bc1", [(0, [1.0, 0.0, 0.4]), (1, [0.0, 1.0, 0.2])], 2)
     root = tmp_path / "ckpt"
     # what a crash mid-save leaves: step 2's files in the save's temp folder, LATEST at step 1
     (root / "step_000002").rename(root / ".tmp-step_000002-4242")
     (root / "LATEST").write_text("step_000001")
-    service, task = await reopen(cfg)
-    try:
-        assert not service.failure, service.failure
-        assert service.active.state.step == 2 and same_weights(before, lora(service), exact=True)
-        await scored_group(bus, "bc1", "t", 1, 2, [0.3, 0.9, 0.1], vocab=320)
-        await wait_steps(bus, "bc1", 3, 120)
-    finally:
-        await stop(service, task)
+    await resume_and_train_step_3(bus, cfg, "bc1", before, exact=True)
     (fact,) = await facts(bus, "bc1", Kind.LEARNER_RESTORED)
     assert (fact.version, fact.weights_from, fact.adapter_version) == (2, "published", 2)
     assert fact.checkpoint == "step_000001" and any("moments" in x for x in fact.lost), fact
@@ -217,14 +209,7 @@ async def test_a_crash_between_publishing_and_recording_a_step_re_sends_that_ste
     bus, nats_server, tiny_model, tmp_path, monkeypatch
 ):
     await start_run(bus, run_spec("pr1", ["t"], expansions=3, group_size=3, max_staleness=50))
-    cfg = learner_config(
-        nats_server.url,
-        tiny_model,
-        tmp_path,
-        step={"groups_per_step": 1},
-        checkpoint={"keep": 2},
-        run_id="pr1",
-    )
+    cfg = config(nats_server, tiny_model, tmp_path, "pr1", keep=2)
     service = LearnerService(cfg)
     task = await start(service)
     try:
