@@ -74,13 +74,13 @@ async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(
         ack = await push_adapter(receiver.address, RUN, 1, data, chunk_bytes=4096)
     assert ack.accepted, ack.reason
     # where the version's way went, one line each for the transfer and the rest (a slow load's cause)
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"v1 of run {RUN}: ")]
+    lines = [r.getMessage() for r in caplog.records if f"v1 of run {RUN}: " in r.getMessage()]
     assert (
         lines[0] == f"v1 of run {RUN}: received {len(data) / 1e6:.1f} MB in " + lines[0].rsplit(" in ", 1)[1]
     )
     assert re.fullmatch(
-        rf"v1 of run {RUN}: unpacked [\d.]+ s, checked [\d.]+ s, prepared [\d.]+ s, announced [\d.]+ s, "
-        r"swapped [\d.]+ s",
+        rf"serving v1 of run {RUN}: unpacked [\d.]+ s, checked [\d.]+ s, prepared [\d.]+ s, "
+        r"announced [\d.]+ s, swapped [\d.]+ s",
         lines[1],
     ), lines
     assert ack.version == 1 and ack.sha256 == hashlib.sha256(data).hexdigest()

@@ -159,7 +159,8 @@ class AdapterLoader:
                     shutil.rmtree(made, ignore_errors=True)
                 return self._refuse(why)
             result = await watch.timed("swapped", self._swap(run_id, version, ready, actual))
-            log.info("v%d of run %s: %s", version, run_id, watch)
+            if result.accepted:  # one line for the version's whole way in, the swap last
+                log.info("serving v%d of run %s: %s", version, run_id, watch)
             return result
 
     def _unpacked_dir(self, run_id: str, version: int) -> Path:
@@ -235,7 +236,6 @@ class AdapterLoader:
         await self.bus.publish(self._confirmation)
         self.loaded.set()
         self.loaded = asyncio.Event()
-        log.info("serving v%d of run %s (swap %.3fs)", version, run_id, seconds)
         return LoadResult(True, "", version, sha, seconds)
 
     async def pull(self, run_id: str, published: pb.PolicyPublished) -> LoadResult:
