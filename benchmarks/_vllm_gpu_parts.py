@@ -127,11 +127,14 @@ def adapter_tar(folder: Path, path: Path):
     return Archive(path, hashlib.sha256(data).hexdigest(), len(data))
 
 
-async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swaps: int) -> list:
+async def swap_phase(
+    rec, backend, adapters: list[Path], work: Path, prompt, swaps: int, spools: list[Path] | None = None
+) -> list:
     """Versions 2.. delivered by the learner's own `Publisher.publish` (upload and push at once,
     then the confirmation): `update_weights_s` is that call, as a step's update_weights phase;
-    published -> loaded from the bus's own timestamps; the first group after each swap kept for
-    the proof that it came from the new adapter."""
+    published -> loaded from the bus's own timestamps, and the sampler's seconds per stage; the
+    first group after each swap kept for the proof that it came from the new adapter. `spools`:
+    where the sampler spools and unpacks, taken in turn (interleaved arms; default `work/spool`)."""
     from treegrpo.bus import Bus
     from treegrpo.embedded import EmbeddedNats
     from treegrpo_learner._publish import Publisher
@@ -140,14 +143,18 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
     nats = EmbeddedNats(work / "nats").start()
     bus = await Bus.connect(nats.url, "bench/sampler", timeout_s=10)
     await bus.ensure()
-    loader = AdapterLoader(backend, bus, VersionGate(), "bench", work / "spool", "sampler/bench")
-    receiver = WeightReceiver(loader, port=0, max_bytes=4 << 30)
+    spools = spools or [work / "spool"]
+    loader = AdapterLoader(backend, bus, VersionGate(), "bench", spools[0], "sampler/bench")
+    receiver = WeightReceiver(loader, port=0, max_bytes=4 << 30, spool_dir=spools[0])
     address = await receiver.start()
     publisher = Publisher(bus, "learner/bench", [address], 1, 600.0, 600.0, 2)
     rows, proof = [], []
     try:
         for version in range(2, 2 + swaps):
             folder = adapters[(version - 1) % len(adapters)]
+            spool = spools[(version - 2) % len(spools)]
+            spool.mkdir(parents=True, exist_ok=True)
+            loader.workdir, receiver.spool_dir = spool, spool
             archive = await asyncio.to_thread(adapter_tar, folder, work / f"push-v{version}.tar")
             t0 = asyncio.get_running_loop().time()
             metrics = await publisher.publish("bench", version, archive, "bench")
@@ -166,15 +173,22 @@ async def swap_phase(rec, backend, adapters: list[Path], work: Path, prompt, swa
                     "published_to_loaded_s": round(loaded.envelope.time - published.envelope.time, 3),
                     "loader_swap_s": round(loaded.policy_loaded.load_seconds, 3),
                     "backend_add_lora_s": round(backend.last_swap_seconds, 3),
+                    "spool": str(spool),
+                    "received_s": round(receiver.last_received_s, 3),
+                    "stages_s": {k: round(v, 3) for k, v in loader.last_stages.items()},
                     "serving": getattr(backend, "lora_name", None),
                 }
             )
             proof.append({"version": version, "adapter": (version - 1) % len(adapters), "completions": comps})
-        rec["swaps"] = {
-            "rows": rows,
-            "published_to_loaded_s_median": statistics.median(r["published_to_loaded_s"] for r in rows),
-            "update_weights_s_median": statistics.median(r["update_weights_s"] for r in rows),
+        rec["swaps"] = {"rows": rows} | {
+            f"{spool}": {
+                key: statistics.median(r[key] for r in rows if r["spool"] == str(spool))
+                for key in ("published_to_loaded_s", "update_weights_s", "received_s")
+            }
+            for spool in spools
         }
+        for key in ("published_to_loaded_s", "update_weights_s"):
+            rec["swaps"][f"{key}_median"] = statistics.median(r[key] for r in rows)
     finally:
         await receiver.stop(0)
         await bus.close(2)

@@ -62,6 +62,8 @@ def run_file(a, kv: str):
         f"sampler.vllm.gpu_memory_utilization={a.util}",
         "sampler.vllm.sleep_when_idle=false",
     ]
+    if a.eager:  # no compile, no CUDA graphs: an engine up in a fraction of the time, for the swaps
+        over.append("sampler.vllm.enforce_eager=true")
     if a.small:
         over += [
             "sampler.vllm.dtype=float32",
@@ -160,14 +162,34 @@ async def engine_pass(a, rec, sampler_cfg, folders: dict[int, Path], prompts, kv
         t0 = time.perf_counter()
         await backend.load_adapter(1, folders[1])
         rec[f"{kv}_first_load_s"] = round(time.perf_counter() - t0, 3)
-        kept = await rec.phase(f"{kv}_throughput", throughput(a, rec, backend, prompts, kv))
+        kept = None
+        if a.throughput:
+            kept = await rec.phase(f"{kv}_throughput", throughput(a, rec, backend, prompts, kv))
         if first and a.swaps:
             versions = [folders[1], folders[2]]
-            await rec.phase("swap", P.swap_phase(rec, backend, versions, a.work, prompts[0], a.swaps))
+            spools = spool_dirs(a, rec)
+            await rec.phase("swap", P.swap_phase(rec, backend, versions, a.work, prompts[0], a.swaps, spools))
         return kept or []
     finally:
         await backend.close()
         gc.collect()
+
+
+def spool_dirs(a, rec) -> list[Path]:
+    """Where the sampler spools and unpacks pushed versions, one arm per `--spool` taken in turn:
+    `disk` (under --work, as a run's $TREEGRPO_HOME) or `shm` (/dev/shm, memory: skipped, and
+    recorded, where it has too little room for three copies of the 27B's adapter)."""
+    dirs = []
+    for arm in a.spool:
+        if arm == "shm":
+            free = shutil.disk_usage("/dev/shm").free if os.path.isdir("/dev/shm") else 0
+            rec["shm_free_gb"] = round(free / 1e9, 1)
+            if free < 3 << 30:
+                continue
+            dirs.append(Path("/dev/shm/treegrpo-bench-spool"))
+        else:
+            dirs.append(a.work / "spool")
+    return dirs or [a.work / "spool"]
 
 
 def agreement(rec, learner_cfg, model, groups: list, kv: str) -> None:
@@ -260,6 +282,15 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--swaps", type=int, default=3)
+    ap.add_argument(
+        "--spool",
+        nargs="+",
+        choices=["disk", "shm"],
+        default=["disk"],
+        help="where the sampler spools and unpacks each swap's version, arms taken in turn",
+    )
+    ap.add_argument("--throughput", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--eager", action="store_true", help="enforce_eager: a quick engine (swaps, not speed)")
     ap.add_argument(
         "--util", type=float, default=0.85, help="the engine's gpu_memory_utilization (alone on the GPU)"
     )

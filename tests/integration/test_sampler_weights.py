@@ -83,6 +83,10 @@ async def test_pushed_adapter_is_verified_loaded_and_confirmed_on_the_bus(
         r"announced [\d.]+ s, swapped [\d.]+ s",
         lines[1],
     ), lines
+    # the same seconds, typed, for a benchmark to record (benchmarks/_vllm_gpu_parts.py)
+    stages = receiver.loader.last_stages
+    assert list(stages) == ["unpacked", "checked", "prepared", "announced", "swapped"]
+    assert all(s >= 0 for s in stages.values()) and receiver.last_received_s > 0
     assert ack.version == 1 and ack.sha256 == hashlib.sha256(data).hexdigest()
     loaded = await bus.last_event(RUN, Kind.POLICY_LOADED, ("1", "s1"))
     assert loaded is not None and loaded.policy_loaded.sha256 == ack.sha256

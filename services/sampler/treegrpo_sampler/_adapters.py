@@ -53,6 +53,7 @@ class AdapterLoader:
         self._lock = asyncio.Lock()
         self.loaded = asyncio.Event()  # set after every successful swap (waiters re-check versions)
         self._confirmation: pb.Event | None = None  # the last swap's policy.loaded
+        self.last_stages: dict[str, float] = {}  # seconds per stage of the last version served
         self._expected = 0  # pushes being received and loads under way
         self._waking: asyncio.Task | None = None  # a sleeping engine's wake, started ahead of its load
 
@@ -160,6 +161,7 @@ class AdapterLoader:
                 return self._refuse(why)
             result = await watch.timed("swapped", self._swap(run_id, version, ready, actual))
             if result.accepted:  # one line for the version's whole way in, the swap last
+                self.last_stages = dict(watch.seconds)
                 log.info("serving v%d of run %s: %s", version, run_id, watch)
             return result
 

@@ -49,6 +49,7 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
         self.address = ""
         self.pushes = 0
         self.refusals = 0
+        self.last_received_s = 0.0  # the last complete push's transfer, first chunk to last
 
     async def start(self) -> str:
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", 8 << 20)])
@@ -73,9 +74,10 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
                 try:
                     started = time.perf_counter()
                     head, received_sha = await self._spool(request_iterator, archive)
+                    self.last_received_s = time.perf_counter() - started
                     log.info(
                         "v%d of run %s: received %.1f MB in %.2f s",
-                        *(head.version, head.run_id, head.total_bytes / 1e6, time.perf_counter() - started),
+                        *(head.version, head.run_id, head.total_bytes / 1e6, self.last_received_s),
                     )
                 except _Refused as exc:
                     result = self.loader._refuse(str(exc))
