@@ -7,6 +7,8 @@ import os
 import tarfile
 from pathlib import Path
 
+_COPY_BYTES = 8 << 20
+
 
 def extract_data(archive: str | Path, dest: str | Path) -> None:
     """Unpack `archive` into `dest` with the refusals of tarfile's "data" filter (PEP 706): no
@@ -16,7 +18,9 @@ def extract_data(archive: str | Path, dest: str | Path) -> None:
     is 3.11.2, the base of the compose stack's local images) do not: there every member is checked
     first and only regular files and folders inside `dest` are accepted (an adapter or a checkpoint
     holds nothing else), with their modes limited to rwxr-xr-x; anything else refuses the whole archive."""
-    with tarfile.open(archive, "r:*") as tar:
+    # copied in 8 MiB pieces, not tarfile's 16 KiB: a 467 MB adapter in ~60 reads and writes, not
+    # ~28,000, each of which waits for the GIL again while the service's event loop is busy
+    with tarfile.open(archive, "r:*", copybufsize=_COPY_BYTES) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(dest, filter="data")
             return
