@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.learner_events import learner_steps, run_spec, scored_group, start_run
+from treegrpo import events
 from treegrpo.bus import ADAPTERS
 from treegrpo.config import NatsSettings, TelemetrySettings
 from treegrpo.events import Kind
+from treegrpo.v1 import events_pb2 as pb
 from treegrpo_learner.config import LearnerConfig
 from treegrpo_learner.service import LearnerService
 
@@ -177,6 +179,38 @@ async def test_async_mode_drops_groups_older_than_max_staleness_and_counts_them(
     # each step's checkpoint is written after its push; the next step reports what it took
     assert "checkpoint_s" not in steps[0].metrics
     assert all(s.metrics["checkpoint_s"] > 0 for s in steps[1:])
+
+
+async def test_an_unscoped_learner_lets_an_ended_run_go_once_its_checkpoint_is_written_then_takes_the_next(
+    bus, nats_server, tiny_model, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TREEGRPO_HOME", str(tmp_path / "home"))  # one checkpoint folder per run
+    for run_id in ("ru1", "ru2"):
+        await start_run(bus, run_spec(run_id, ["t"], expansions=2, group_size=3, max_staleness=1))
+    cfg = learner_config(
+        nats_server.url, tiny_model, tmp_path, step={"groups_per_step": 1}, checkpoint={"dir": ""}
+    )
+    service = LearnerService(cfg)
+    task = await start(service)
+    try:
+        await scored_group(bus, "ru1", "t", 1, 0, [1.0, 0.0, 0.5], vocab=320)
+        await wait_steps(bus, "ru1", 1)
+        ended = service.active
+        await bus.publish(
+            events.make_event("ru1", "test/runner", pb.RunEnded(outcome="completed", attempt=1))
+        )
+        for _ in range(100):  # let go: the model off the device, after the step's background save
+            if ended.model is None:
+                break
+            await asyncio.sleep(0.1)
+        assert ended.model is None and service.active is None
+        assert (ended.ckpt_dir / "step_000001" / "adapter").is_dir()
+        b = await scored_group(bus, "ru2", "t", 1, 0, [0.0, 1.0, 0.5], vocab=320)
+        steps = await wait_steps(bus, "ru2", 1)
+    finally:
+        await stop(service, task)
+    assert [list(s.sibling_groups) for s in steps] == [[b]]
+    assert service.active.run_id == "ru2" and service.active.ckpt_dir != ended.ckpt_dir
 
 
 @pytest.mark.timeout(240)

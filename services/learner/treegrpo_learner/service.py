@@ -45,6 +45,8 @@ class LearnerService(Service):
         _colocate.prepare_allocator(co.release_after_step and co.expandable_segments)  # before CUDA starts
         self.active: RunLearner | None = None
         self._opening = asyncio.Lock()
+        self._stepping = asyncio.Lock()  # held while the loop steps a run
+        self._released: asyncio.Task | None = None  # an ended run being let go (`_release`)
         self._loop: asyncio.Task | None = None
         self._warm: asyncio.Task | None = None
         self._last_step_end = time.monotonic()
@@ -90,6 +92,7 @@ class LearnerService(Service):
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+        await self._released_run()
         if self.active is not None:
             await self.active.close()
         self.wandb.close()
@@ -120,6 +123,23 @@ class LearnerService(Service):
                 log.info("run %s ended (%s); releasing it", run.run_id, event.run_ended.outcome)
                 run.buffer.fail_all(TransientError(f"run {run.run_id} ended", 30.0))
                 self.active = None
+                self._released = asyncio.create_task(self._release(run), name=f"learner-release-{run.run_id}")
+
+    async def _release(self, run: RunLearner) -> None:
+        """Let an ended run go once its step (if one runs) is over: its last checkpoint written,
+        its model off the device (else the next run's model loads beside it)."""
+        async with self._stepping:
+            await run.close()
+        await asyncio.to_thread(_memory.return_to_device, self.config.device)
+
+    async def _released_run(self) -> None:
+        """Wait for the ended run's release, if one is under way (before a run opens, at stop)."""
+        task, self._released = self._released, None
+        try:
+            if task is not None:
+                await task
+        except Exception as exc:  # the run is gone either way; its checkpoint is a cache of the log
+            log.warning("letting the ended run go failed: %r", exc)
 
     async def on_group_scored(self, event: pb.Event, delivery: Delivery) -> None:
         run_id = event.envelope.run_id
@@ -173,6 +193,7 @@ class LearnerService(Service):
                 return None
             if not self.config.run_id and not (await self.bus.run_ends(run_id)).open:
                 raise TransientError(f"run {run_id} has ended; not training it", 30.0)
+            await self._released_run()  # the last run's model off the device before this one loads
             run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
             try:
                 await run.open()
@@ -213,7 +234,8 @@ class LearnerService(Service):
                 run.drop_stale(batch)
                 self._dropped_since_step += len(batch.stale)
             if batch.groups:
-                await self._step(run, batch)
+                async with self._stepping:
+                    await self._step(run, batch)
 
     async def _step(self, run: RunLearner, batch) -> None:
         waited = time.monotonic() - self._last_step_end
