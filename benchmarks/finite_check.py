@@ -69,6 +69,13 @@ def before(folder: Path) -> dict[str, int]:
     return bad
 
 
+def write_record(rows: list[dict], path: str) -> None:
+    """The rows with the date and the machine, as JSON at `path` (nothing where it is empty)."""
+    record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node()}
+    if path:
+        Path(path).write_text(json.dumps(record | {"rows": rows}, indent=1))
+
+
 def timed(check, folder: Path) -> tuple[float, dict]:
     started = time.perf_counter()
     found = check(folder)
@@ -102,13 +109,7 @@ def main() -> None:
             row["runs"] = {arm: [round(x, 4) for x in s] for arm, s in arms.items()}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
-    record = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": platform.node(),
-        "rows": rows,
-    }
-    if a.json:
-        Path(a.json).write_text(json.dumps(record, indent=1))
+    write_record(rows, a.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import shutil
 import statistics
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.finite_check import SHAPES, before, make_adapter  # noqa: E402
+from benchmarks.finite_check import SHAPES, before, make_adapter, write_record  # noqa: E402
 
 
 def untar_before(archive: Path, dest: Path) -> None:
@@ -108,13 +107,7 @@ def main() -> None:
                 row["ratio"] = round(row["after_s"] / row["before_s"], 3)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    record = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": platform.node(),
-        "rows": rows,
-    }
-    if a.json:
-        Path(a.json).write_text(json.dumps(record, indent=1))
+    write_record(rows, a.json)
 
 
 if __name__ == "__main__":
