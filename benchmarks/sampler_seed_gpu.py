@@ -15,13 +15,17 @@ Per KV-cache dtype (`--kv auto fp8`, a fresh engine each, the same adapter):
   swaps       (first dtype) each version delivered by the learner's own `Publisher.publish`: the
               upload (object store + policy.published on a real nats-server) beside the gRPC push,
               sha256, untar, key renaming, add_lora, policy.loaded; `update_weights_s` is that call
-              (a step's update_weights), `published_to_loaded_s` the bus's own timestamps
+              (a step's update_weights), `published_to_loaded_s` the bus's own timestamps, and the
+              sampler's seconds per stage (`stages_s`, `received_s`); `--spool disk shm` takes the
+              sampler's spool on the disk and in memory in turn
   agreement   (`--agreement`, after the engine is gone) the learner's log-probs (its own model and
               packing, the preset's gdn backend and shared prompts) under the adapter's float32
               weights against vLLM's raw log-probs of the 64-sequence run under the published copy,
               and the learner's base alone against the same (the adapter acts in vLLM: this |delta|
               is the larger one)
 The engine runs alone on the GPU (`--util`, default 0.85): the 9B's numbers fit an 80 GB H100 too.
+`--no-throughput --eager` (no compile, no CUDA graphs) gives the swaps alone on an engine up in a
+fraction of the time.
 Each phase lands in <out>/sampler_seed.json as it ends; a failed phase is recorded, the rest run.
 """
 
