@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import struct
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def nonfinite_in_folder(folder: Path) -> dict[str, int]:
 def nonfinite_in_file(path: Path) -> int:
     """How many values of a safetensors file are NaN or +-inf, read in place."""
     with open(path, "rb") as fh:
-        size = Path(path).stat().st_size
+        size = os.fstat(fh.fileno()).st_size  # the file being read, not whatever is at the path now
         spans, start = _layout(fh, size)
         if not spans or start == size:
             return 0

@@ -126,10 +126,13 @@ class LearnerService(Service):
                 self._released = asyncio.create_task(self._release(run), name=f"learner-release-{run.run_id}")
 
     async def _release(self, run: RunLearner) -> None:
-        """Let an ended run go once its step (if one runs) is over: its last checkpoint written,
-        its model off the device (else the next run's model loads beside it)."""
+        """Let an ended run go once its step (if one runs) is over: not beside the next run's model."""
         async with self._stepping:
-            await run.close()
+            await self._let_go(run)
+
+    async def _let_go(self, run: RunLearner) -> None:
+        """Close the run (its checkpoint written first; a sharded learner's ranks stop), free its memory."""
+        await run.close()
         await asyncio.to_thread(_memory.return_to_device, self.config.device)
 
     async def _released_run(self) -> None:
@@ -197,9 +200,7 @@ class LearnerService(Service):
             run = RunLearner(self.config, run_id, spec, self.bus, self.producer, self.tracer)
             try:
                 await run.open()
-            except (
-                PERMANENT_SETUP_ERRORS
-            ) as exc:  # no model, nothing to rebuild the state from: nak, stop with the reason
+            except PERMANENT_SETUP_ERRORS as exc:  # no model, nothing to rebuild from: nak, stop, say why
                 reason = exc.reason if isinstance(exc, PermanentError) else f"{type(exc).__name__}: {exc}"
                 self.fail(f"cannot open run {run_id}: {reason}")
                 raise TransientError(reason, 30.0) from exc
@@ -279,8 +280,7 @@ class LearnerService(Service):
                 g.done.set_exception(TransientError(why, 5.0))
         run.buffer.fail_all(TransientError("learner reopening", 2.0))
         self.active = None
-        await run.close()  # its checkpoint written first; a sharded learner's ranks start afresh with the run
-        await asyncio.to_thread(_memory.return_to_device, self.config.device)
+        await self._let_go(run)
 
     def _stepped(self, record: pb.LearnerStepped) -> None:
         self._oom_in_a_row = 0

@@ -75,9 +75,9 @@ class WeightReceiver(wgrpc.WeightSyncServicer):
                     started = time.perf_counter()
                     head, received_sha = await self._spool(request_iterator, archive)
                     self.last_received_s = time.perf_counter() - started
+                    mb, seconds = head.total_bytes / 1e6, self.last_received_s
                     log.info(
-                        "v%d of run %s: received %.1f MB in %.2f s",
-                        *(head.version, head.run_id, head.total_bytes / 1e6, self.last_received_s),
+                        "v%d of run %s: received %.1f MB in %.2f s", head.version, head.run_id, mb, seconds
                     )
                 except _Refused as exc:
                     result = self.loader._refuse(str(exc))
